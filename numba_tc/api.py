@@ -1,0 +1,204 @@
+"""Public entry: ``gemm``, and the registry of variants it dispatches to.
+
+    >>> import numba_tc, numpy as np
+    >>> a, b = np.random.rand(300, 200).astype(np.float32), np.random.rand(200, 500).astype(np.float32)
+    >>> c = numba_tc.gemm(a, b, variant="warptile")        # NumPy in, NumPy out
+    >>> [v.name for v in numba_tc.variants(ladder="simt")]
+    ['naive', 'coalesced', 'smem', 'blocktile1d', 'blocktile2d', 'vectorized', 'warptile']
+
+Everything a user can get wrong is checked here, before any kernel runs, with an exception that
+names the problem; the variants' launchers then only ever see valid, normalised operands.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Union
+
+import numpy as np
+
+from . import arrays
+from .arrays import Matrix, array_kind, as_matrix, dtype_name
+from .config import Variant
+from .link import SIMULATOR
+
+__all__ = ["gemm", "variants", "get_variant", "register", "NoGPUError", "UnsupportedDeviceError",
+           "device_capability"]
+
+_LADDER_ORDER = {"simt": 0, "mma": 1, "wgmma": 2}
+_REGISTRY: Dict[str, Variant] = {}
+
+
+class NoGPUError(RuntimeError):
+    """No CUDA GPU is usable here."""
+
+
+class UnsupportedDeviceError(RuntimeError):
+    """The GPU is older than the variant needs."""
+
+
+def register(v: Variant) -> Variant:
+    if v.name in _REGISTRY or v.name == "auto":
+        raise ValueError(f"variant name {v.name!r} is taken")
+    _REGISTRY[v.name] = v
+    return v
+
+
+def variants(ladder: Optional[str] = None, dtype: Optional[str] = None) -> List[Variant]:
+    """Registered variants, in ladder order (simt, mma, wgmma) and rung order."""
+    vs = [v for v in _REGISTRY.values()
+          if (ladder is None or v.ladder == ladder) and (dtype is None or dtype_name(dtype) in v.dtypes)]
+    return sorted(vs, key=lambda v: (_LADDER_ORDER.get(v.ladder, 9), v.rung))
+
+
+def get_variant(name: Union[str, Variant]) -> Variant:
+    if isinstance(name, Variant):
+        return name
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        valid = ", ".join(["auto"] + [v.name for v in variants()])
+        raise ValueError(f"unknown variant {name!r}; valid variants: {valid}") from None
+
+
+def device_capability():
+    """Compute capability of the current GPU, or NoGPUError (the simulator counts as a GPU)."""
+    from numba import cuda
+    if not SIMULATOR and not cuda.is_available():
+        raise NoGPUError("no CUDA GPU is available (numba.cuda.is_available() is False). "
+                         "Set NUMBA_ENABLE_CUDASIM=1 to run the SIMT ladder in Numba's simulator "
+                         "(slow; tiny shapes), or run `python -m numba_tc` for the demo.")
+    return tuple(cuda.get_current_device().compute_capability)
+
+
+def _choose(variant, dtype: str, cc) -> Variant:
+    if variant == "auto":
+        # Ladders and rungs are ordered by measured speed (benchmarks/results): the top rung that
+        # takes this dtype on this GPU wins.
+        ok = [v for v in variants(dtype=dtype) if tuple(cc) >= v.min_cc]
+        if not ok:
+            raise TypeError(f"no variant takes dtype {dtype} on a GPU of compute capability {cc}")
+        return ok[-1]
+    v = get_variant(variant)
+    if dtype not in v.dtypes:
+        raise TypeError(f"variant {v.name!r} takes {', '.join(v.dtypes)}, not {dtype}; "
+                        f"variants for {dtype}: {', '.join(x.name for x in variants(dtype=dtype)) or 'none'}")
+    if tuple(cc) < v.min_cc:
+        raise UnsupportedDeviceError(f"variant {v.name!r} needs compute capability "
+                                     f"{v.min_cc[0]}.{v.min_cc[1]}+, this GPU is {cc[0]}.{cc[1]}")
+    return v
+
+
+def _stream(stream):
+    from numba import cuda
+    if stream is None or stream == 0:
+        return cuda.default_stream()
+    if hasattr(stream, "handle") and type(stream).__module__.startswith("numba"):
+        return stream
+    handle = getattr(stream, "cuda_stream", None) or getattr(stream, "ptr", None)   # torch, CuPy
+    if isinstance(stream, int):
+        handle = stream
+    if handle is None:
+        raise TypeError(f"stream must be a Numba, CuPy or torch stream or a raw handle, got {type(stream).__name__}")
+    return cuda.external_stream(int(handle))
+
+
+def _overlaps(x: Matrix, y: Matrix) -> bool:
+    isz = 2 if x.dtype in ("float16", "bfloat16") else 4
+    xs, xe = x.ptr, x.ptr + x.data.size * isz
+    ysz = 2 if y.dtype in ("float16", "bfloat16") else 4
+    ys, ye = y.ptr, y.ptr + y.data.size * ysz
+    return x.data.size > 0 and y.data.size > 0 and xs < ye and ys < xe
+
+
+def _zero_fill(obj, kind: str):
+    if kind == "numpy":
+        obj[...] = 0
+    elif kind == "torch":
+        obj.zero_()
+    elif hasattr(obj, "fill"):
+        obj.fill(0)
+    else:
+        obj.copy_to_device(np.zeros(obj.shape, dtype=obj.dtype))
+
+
+def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=None, stream=None):
+    """``a @ b`` on the GPU with the chosen variant; the result is the same kind of array as ``a``.
+
+    a, b: 2-D NumPy arrays (copied to the GPU and back), Numba device arrays, CuPy arrays or torch
+    CUDA tensors, both of one kind and one dtype; row-major, column-major or strided views with
+    one unit-stride dimension. Any M, N, K >= 0 (K == 0 gives zeros, as NumPy does).
+    variant: a name from ``numba_tc.variants()``, or "auto" (the fastest for this GPU and dtype).
+    out: optional array of shape (M, N) and kind of ``a`` to write into (row- or column-major).
+    out_dtype: the result dtype (default: ``out``'s dtype, else the input dtype).
+    stream: a Numba, CuPy or torch stream (default: the default stream).
+    """
+    kind = array_kind(a)
+    if array_kind(b) != kind:
+        raise TypeError(f"a and b must be the same kind of array, got {kind} and {array_kind(b)}")
+    _, sa, _, da, _ = arrays._describe(a, "a")
+    _, sb, _, db, _ = arrays._describe(b, "b")
+    for name, s in (("a", sa), ("b", sb)):
+        if len(s) != 2:
+            raise ValueError(f"{name} must be 2-D, got {len(s)}-D with shape {tuple(s)}")
+    if da != db:
+        raise TypeError(f"a and b must have one dtype, got {da} and {db}")
+    if da not in arrays.SUPPORTED_DTYPES:
+        raise TypeError(f"dtype {da} is not supported; numba_tc takes {', '.join(arrays.SUPPORTED_DTYPES)}")
+    (m, k), (k2, n) = sa, sb
+    if k != k2:
+        raise ValueError(f"inner dimensions differ: a is {m}x{k}, b is {k2}x{n}")
+    if out is not None:
+        if array_kind(out) != kind:
+            raise TypeError(f"out must be a {kind} array like a and b, got {array_kind(out)}")
+        _, so, _, do, _ = arrays._describe(out, "out")
+        if tuple(so) != (m, n):
+            raise ValueError(f"out has shape {tuple(so)}, expected {(m, n)}")
+        if out_dtype is not None and dtype_name(out_dtype) != do:
+            raise TypeError(f"out has dtype {do} but out_dtype={dtype_name(out_dtype)}")
+        out_dtype = do
+    out_dtype = dtype_name(out_dtype) if out_dtype is not None else da
+    if variant != "auto":
+        get_variant(variant)                 # unknown names fail before the GPU is touched
+    cc = device_capability()
+    v = _choose(variant, da, cc)
+    if out_dtype not in v.out_dtypes:
+        raise TypeError(f"variant {v.name!r} writes {', '.join(v.out_dtypes)}, not {out_dtype}")
+
+    st = _stream(stream)
+    if kind == "numpy":
+        result = out if out is not None else np.empty((m, n), dtype=arrays._np_dtype(out_dtype))
+        if m == 0 or n == 0:
+            return result
+        if k == 0:
+            _zero_fill(result, kind)
+            return result
+        from numba import cuda
+        dev_out = cuda.device_array((m, n), dtype=np.uint16 if out_dtype == "bfloat16" else arrays._np_dtype(out_dtype), stream=st)
+        c = as_matrix(dev_out, "out")
+    else:
+        result = out if out is not None else arrays.new_like(kind, a, m, n, out_dtype, stream=st)
+        if m == 0 or n == 0:
+            return result
+        if k == 0:
+            _zero_fill(result, kind)
+            return result
+        c = as_matrix(result, "out")
+    A, B = as_matrix(a, "a", stream=st), as_matrix(b, "b", stream=st)
+    if kind != "numpy" and (_overlaps(c, A) or _overlaps(c, B)):
+        raise ValueError("out overlaps a or b: the result would overwrite its own inputs")
+    if c.trans:          # column-major output: C^T = B^T A^T, written row-major
+        A, B, c = B.transposed(), A.transposed(), c.transposed()
+    v.launch(A, B, c, st)
+    if kind == "numpy":
+        host = arrays.to_host(dev_out, out_dtype, stream=st)
+        st.synchronize()
+        result[...] = host
+    return result
+
+
+def _register_builtin():
+    from . import simt
+    for v in simt.RUNGS:
+        register(v)
+
+
+_register_builtin()

@@ -1,0 +1,187 @@
+"""Operands from any GPU array library, seen the way the kernels see them.
+
+A ``Matrix`` is a 2-D operand reduced to what a kernel needs: a flat 1-D Numba device array over
+its memory, (rows, cols), the leading dimension ``ld`` and ``trans`` (False: row-major, element
+(r, c) at ``r*ld + c``; True: column-major, at ``c*ld + r``). A transposed view is just the other
+layout of the same memory, so it needs no copy.
+
+Accepted: NumPy arrays (copied to the GPU and back), Numba device arrays, and any object with
+``__cuda_array_interface__`` (CuPy) or a torch CUDA tensor (through ``data_ptr``/``stride``, so
+torch.bfloat16 works too).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional, Tuple
+
+import numpy as np
+
+from .link import SIMULATOR
+
+__all__ = ["Matrix", "as_matrix", "array_kind", "dtype_name", "SUPPORTED_DTYPES"]
+
+SUPPORTED_DTYPES = ("float32", "float16", "bfloat16")
+
+
+def dtype_name(dt) -> str:
+    """Canonical dtype name: 'float32', 'float16', 'bfloat16' (ml_dtypes / torch), else str(dt)."""
+    try:
+        return np.dtype(dt).name          # NumPy types and names, ml_dtypes.bfloat16
+    except TypeError:
+        pass
+    s = str(dt)
+    if s.startswith("torch."):
+        s = s[len("torch."):]
+    return {"float": "float32", "half": "float16"}.get(s, s)
+
+
+def array_kind(x) -> str:
+    """'numpy', 'torch', 'numba' or 'cuda' (another __cuda_array_interface__ object, e.g. CuPy)."""
+    if isinstance(x, np.ndarray):
+        return "numpy"
+    mod = type(x).__module__
+    if mod.startswith("torch"):
+        return "torch"
+    if mod.startswith("numba"):
+        return "numba"
+    if hasattr(x, "__cuda_array_interface__"):
+        return "cuda"
+    raise TypeError(f"unsupported operand type {type(x).__name__}: pass a NumPy array, a Numba "
+                    "device array, a CuPy array or a torch CUDA tensor")
+
+
+@dataclass
+class Matrix:
+    data: Any              # flat 1-D Numba device array over the operand's memory
+    rows: int
+    cols: int
+    ld: int
+    trans: bool
+    dtype: str
+    ptr: int
+    owner: Any = None      # the object whose memory this is (kept alive)
+
+    @property
+    def aligned16(self) -> bool:
+        """Every row (column, if trans) starts on a 16-byte boundary: 16-byte accesses are legal."""
+        itemsize = 2 if self.dtype in ("float16", "bfloat16") else 4
+        return self.ptr % 16 == 0 and (self.ld * itemsize) % 16 == 0
+
+    def transposed(self) -> "Matrix":
+        """The same memory read as the transpose (cols x rows)."""
+        return Matrix(self.data, self.cols, self.rows, self.ld, not self.trans, self.dtype,
+                      self.ptr, self.owner)
+
+
+def _layout(shape: Tuple[int, int], strides: Tuple[int, int], name: str) -> Tuple[bool, int]:
+    """(trans, ld) from element strides, or ValueError when neither dimension has unit stride."""
+    rows, cols = shape
+    s0, s1 = strides
+    if s1 == 1 or cols == 1:                       # row-major: rows are ld apart
+        ld = s0 if rows > 1 else cols
+        if ld >= cols:
+            return False, max(ld, 1)
+    if s0 == 1 or rows == 1:                       # column-major: columns are ld apart
+        ld = s1 if cols > 1 else rows
+        if ld >= rows:
+            return True, max(ld, 1)
+    raise ValueError(f"{name} has strides {tuple(strides)} (in elements) for shape {tuple(shape)}: "
+                     "one dimension must be contiguous (stride 1) and rows/columns must not "
+                     "overlap; make a contiguous copy first")
+
+
+def _flat_view(ptr: int, n: int, typestr: str, owner):
+    from numba import cuda
+    iface = {"shape": (max(n, 0),), "strides": None, "typestr": typestr,
+             "data": (ptr, False), "version": 3, "stream": None}
+    return cuda.from_cuda_array_interface(iface, owner=owner, sync=False)
+
+
+# Kernels see 16-bit floats as raw 16-bit words (Numba has no bfloat16 array type).
+_TYPESTR = {"float32": "<f4", "float16": "<u2", "bfloat16": "<u2", "float64": "<f8"}
+
+
+def _describe(x, name: str):
+    """(kind, shape, element strides, dtype name, device pointer or None, host array or None)."""
+    kind = array_kind(x)
+    if kind == "numpy":
+        return kind, x.shape, tuple(s // x.itemsize for s in x.strides), dtype_name(x.dtype), None
+    if kind == "torch":
+        if not x.is_cuda:
+            raise TypeError(f"{name} is a torch tensor on {x.device}: move it to a CUDA device")
+        return kind, tuple(x.shape), tuple(x.stride()), dtype_name(x.dtype), x.data_ptr()
+    if SIMULATOR and kind == "numba":     # the simulator's device arrays wrap NumPy arrays
+        h = x._ary
+        return kind, h.shape, tuple(st // h.itemsize for st in h.strides), dtype_name(h.dtype), h.ctypes.data
+    iface = x.__cuda_array_interface__
+    dt = np.dtype(iface["typestr"])
+    shape = tuple(iface["shape"])
+    if iface.get("strides") is None:
+        strides = tuple(int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape)))
+    else:
+        strides = tuple(s // dt.itemsize for s in iface["strides"])
+    return kind, shape, strides, dtype_name(dt), iface["data"][0]
+
+
+def as_matrix(x, name: str, stream=0) -> Matrix:
+    """Normalise one operand. NumPy arrays are copied to the device (``Matrix.owner`` keeps the
+    device copy)."""
+    kind, shape, strides, dtype, ptr = _describe(x, name)
+    if len(shape) != 2:
+        raise ValueError(f"{name} must be 2-D, got {len(shape)}-D with shape {tuple(shape)}")
+    if dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"{name} has dtype {dtype}; numba_tc takes {', '.join(SUPPORTED_DTYPES)}")
+    rows, cols = shape
+    if kind == "numpy":
+        from numba import cuda
+        host = x
+        if dtype == "bfloat16":            # ml_dtypes.bfloat16: ship the raw 16-bit words
+            host = x.view(np.uint16)
+        if not (host.flags.c_contiguous or host.flags.f_contiguous):
+            host = np.ascontiguousarray(host)     # it is copied to the device anyway
+        if host.flags.c_contiguous:
+            trans, ld, flat = False, max(cols, 1), host.reshape(-1)
+        else:
+            trans, ld, flat = True, max(rows, 1), host.T.reshape(-1)
+        dev = cuda.to_device(np.ascontiguousarray(flat), stream=stream)
+        ptr = dev._ary.ctypes.data if SIMULATOR else dev.device_ctypes_pointer.value
+        return Matrix(dev, rows, cols, ld, trans, dtype, ptr, dev)
+    trans, ld = _layout((rows, cols), strides, name)
+    extent = 0 if rows == 0 or cols == 0 else ((cols - 1) * ld + rows if trans else (rows - 1) * ld + cols)
+    if SIMULATOR:
+        h = x._ary if kind == "numba" else np.asarray(x)
+        data = np.lib.stride_tricks.as_strided(h, shape=(extent,), strides=(h.itemsize,))
+    else:
+        data = _flat_view(ptr, extent, _TYPESTR[dtype], x)
+    return Matrix(data, rows, cols, ld, trans, dtype, ptr, x)
+
+
+def new_like(kind: str, like, rows: int, cols: int, dtype: str, stream=0):
+    """A new C-contiguous (rows x cols) array of ``dtype`` of the same kind (and device) as ``like``."""
+    if kind == "torch":
+        import torch
+        return torch.empty((rows, cols), dtype=getattr(torch, dtype), device=like.device)
+    if kind == "cuda":
+        try:
+            import cupy
+            if isinstance(like, cupy.ndarray):
+                with cupy.cuda.Device(like.device.id):
+                    return cupy.empty((rows, cols), dtype=_np_dtype(dtype))
+        except ImportError:
+            pass
+    from numba import cuda
+    return cuda.device_array((rows, cols), dtype=_np_dtype(dtype), stream=stream)
+
+
+def _np_dtype(dtype: str):
+    if dtype == "bfloat16":
+        import ml_dtypes
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(dtype)
+
+
+def to_host(dev_array, dtype: str, stream=0) -> np.ndarray:
+    out = dev_array.copy_to_host(stream=stream)
+    if dtype in ("bfloat16",):
+        out = out.view(_np_dtype(dtype))
+    return out

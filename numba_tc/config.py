@@ -1,0 +1,154 @@
+"""Tile configurations as data, validated before any kernel is built.
+
+A configuration states its constraints up front (divisibility, threads, shared-memory budget,
+alignment) and ``validate()`` raises ``ConfigError`` naming the first one broken, so a bad tuning
+choice fails at construction, never as a wrong answer or a launch error.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Callable, Optional, Tuple
+
+__all__ = ["ConfigError", "SimtConfig", "Variant", "STATIC_SMEM_LIMIT", "MAX_THREADS"]
+
+STATIC_SMEM_LIMIT = 48 * 1024   # bytes of static shared memory a block may declare (all CUDA GPUs)
+MAX_THREADS = 1024              # threads per block (all CUDA GPUs)
+WARP = 32
+
+
+class ConfigError(ValueError):
+    """A tile configuration that cannot work (raised at construction)."""
+
+
+def _need(cond: bool, what: str) -> None:
+    if not cond:
+        raise ConfigError(what)
+
+
+@dataclass(frozen=True)
+class SimtConfig:
+    """The tiled FP32 CUDA-core kernel of rungs 3-7 (see ``simt.py``), one knob per rung.
+
+    A block computes ``bm x bn`` of C, stepping K by ``bk``. The block tile is split into warp
+    tiles ``wm x wn`` (equal to the block tile when ``warptile`` is off); inside one, each thread
+    owns ``wmiter x wniter`` sub-tiles of ``tm x tn`` outputs, ``wsubm = wm / wmiter`` apart.
+    """
+    bm: int
+    bn: int
+    bk: int
+    tm: int = 1
+    tn: int = 1
+    threads: int = 256
+    warptile: bool = False      # rung 7: a warp owns a wm x wn sub-tile (threads of a warp share rows)
+    wm: int = 0                 # 0: the block tile
+    wn: int = 0
+    wniter: int = 1
+    a_kmajor: bool = False      # rung 6: A stored transposed in shared memory (As[k][m]) -> LDS.128
+    vector_loads: bool = False  # rung 6: 16-byte global loads (LDG.128) where aligned
+    stages: int = 1             # 2: register-prefetched double buffer, one barrier per k-tile
+    a_pad: int = 0              # floats of padding per k-row of As (k-major only)
+    min_blocks: int = 1         # launch bound: blocks that must fit per SM (caps registers/thread)
+
+    def __post_init__(self):
+        if not self.wm:
+            object.__setattr__(self, "wm", self.bm)
+        if not self.wn:
+            object.__setattr__(self, "wn", self.bn)
+        self.validate()
+
+    # derived quantities -------------------------------------------------------------------
+    @property
+    def threads_per_wtile(self) -> int:
+        return WARP if self.warptile else self.threads
+
+    @property
+    def wmiter(self) -> int:
+        return (self.wm * self.wn) // (self.threads_per_wtile * self.tm * self.tn * self.wniter)
+
+    @property
+    def wsubm(self) -> int:
+        return self.wm // self.wmiter
+
+    @property
+    def wsubn(self) -> int:
+        return self.wn // self.wniter
+
+    @property
+    def vec(self) -> int:
+        """Elements per global access of the tile loaders."""
+        return 4 if self.vector_loads else 1
+
+    @property
+    def a_tile_floats(self) -> int:
+        return self.bk * (self.bm + self.a_pad) if self.a_kmajor else self.bm * self.bk
+
+    @property
+    def b_tile_floats(self) -> int:
+        return self.bk * self.bn
+
+    @property
+    def smem_bytes(self) -> int:
+        return 4 * self.stages * (self.a_tile_floats + self.b_tile_floats)
+
+    @property
+    def outputs_per_thread(self) -> int:
+        return self.wmiter * self.tm * self.wniter * self.tn
+
+    def validate(self) -> None:
+        _need(all(v > 0 for v in (self.bm, self.bn, self.bk, self.tm, self.tn, self.threads,
+                                   self.wniter)), "all tile sizes must be positive")
+        _need(self.threads % WARP == 0 and self.threads <= MAX_THREADS,
+              f"threads={self.threads}: a multiple of {WARP}, at most {MAX_THREADS}")
+        _need(self.bm % self.wm == 0 and self.bn % self.wn == 0,
+              f"warp tile {self.wm}x{self.wn} must divide the block tile {self.bm}x{self.bn}")
+        n_wtiles = (self.bm // self.wm) * (self.bn // self.wn)
+        _need(n_wtiles * self.threads_per_wtile == self.threads,
+              f"{n_wtiles} warp tiles x {self.threads_per_wtile} threads != {self.threads} threads")
+        per_thread = self.tm * self.tn * self.wniter * self.threads_per_wtile
+        _need((self.wm * self.wn) % per_thread == 0 and self.wmiter >= 1,
+              f"warp tile {self.wm}x{self.wn} is not covered by {self.threads_per_wtile} threads "
+              f"of {self.tm}x{self.tn} x wniter={self.wniter}")
+        _need(self.wm % self.wmiter == 0 and self.wn % self.wniter == 0, "wmiter/wniter must divide wm/wn")
+        _need(self.wsubm % self.tm == 0 and self.wsubn % self.tn == 0,
+              f"sub-tile {self.wsubm}x{self.wsubn} must be a multiple of the thread tile {self.tm}x{self.tn}")
+        _need((self.wsubm // self.tm) * (self.wsubn // self.tn) == self.threads_per_wtile,
+              "threads of a warp tile must exactly cover one sub-tile")
+        for name, rows, cols in (("A", self.bm, self.bk), ("B", self.bk, self.bn)):
+            _need((rows * cols) % (self.threads * self.vec) == 0,
+                  f"{name} tile {rows}x{cols} is not split evenly over {self.threads} threads x "
+                  f"{self.vec} elements")
+            _need(rows % self.vec == 0 and cols % self.vec == 0,
+                  f"{name} tile {rows}x{cols}: both sides must be multiples of the vector width {self.vec}")
+        _need(self.stages in (1, 2), "stages must be 1 or 2")
+        _need(self.bk <= 32, "bk is at most 32 (the unrolled k-step count)")
+        _need(1 <= self.min_blocks and self.min_blocks * self.threads <= 2048,
+              f"min_blocks={self.min_blocks} x {self.threads} threads exceeds 2048 threads per SM")
+        _need(self.a_pad == 0 or self.a_kmajor, "a_pad applies only to a k-major A tile")
+        if self.a_kmajor:
+            _need((self.bm + self.a_pad) % 4 == 0, "k-major A rows must stay 16-byte aligned")
+        _need(self.smem_bytes <= STATIC_SMEM_LIMIT,
+              f"{self.smem_bytes} bytes of shared memory > {STATIC_SMEM_LIMIT} (static limit)")
+
+    def replace(self, **kw) -> "SimtConfig":
+        return replace(self, **kw)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One runnable GEMM: where it sits on its ladder, what it takes, and how it launches.
+
+    ``launch(a, b, c, stream)`` receives normalised operands (``numba_tc.arrays.Matrix``) and
+    enqueues the kernel; ``api.gemm`` does all checking and allocation before calling it.
+    """
+    name: str
+    ladder: str                       # "simt", "mma" or "wgmma"
+    rung: int
+    dtypes: Tuple[str, ...]           # input dtypes taken, e.g. ("float32",)
+    min_cc: Tuple[int, int]           # compute capability needed
+    note: str                         # what this rung adds over the one below
+    launch: Callable = field(repr=False, compare=False)
+    config: Optional[object] = None
+    out_dtypes: Tuple[str, ...] = ("float32",)
+
+    def describe(self) -> str:
+        return f"{self.name:<14} {self.ladder}/{self.rung}  {','.join(self.dtypes):<10} sm_{self.min_cc[0]}{self.min_cc[1]}+  {self.note}"

@@ -1,0 +1,135 @@
+"""Compile a Numba kernel to an sm_90a cubin and read its SASS, with no GPU and no driver.
+
+Numba-cuda lowers the kernel to LTO-IR (``compile_all``); the ``.cu`` files it links are compiled
+to LTO-IR by NVRTC; nvJitLink links them for the target and reports registers and spills; the
+``cuobjdump`` from the ``nvidia-cuda-cuobjdump`` wheel disassembles the cubin. This is how CI proves
+what the GPU would run (instructions used, no local memory) and how we read SASS before spending
+GPU time.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+
+__all__ = ["Cubin", "compile_cubin", "find_cuobjdump"]
+
+
+@dataclass
+class Cubin:
+    arch: str
+    cubin: bytes
+    link_log: str
+    sass: str = ""
+    registers: int = -1
+    spill_bytes: int = 0
+    stack_bytes: int = 0
+    counts: dict = field(default_factory=dict)
+
+    def count(self, opcode: str) -> int:
+        """Number of SASS instructions whose opcode starts with ``opcode`` (``"HMMA"``, ``"LDS.128"``)."""
+        return sum(n for op, n in self.counts.items() if op == opcode or op.startswith(opcode + "."))
+
+    @property
+    def local_memory_ops(self) -> int:
+        return self.count("LDL") + self.count("STL")
+
+
+def find_cuobjdump() -> str | None:
+    exe = shutil.which("cuobjdump")
+    if exe:
+        return exe
+    try:
+        import nvidia.cu13 as cu13  # the nvidia-cuda-cuobjdump wheel
+        cand = os.path.join(list(cu13.__path__)[0], "bin", "cuobjdump")
+        if os.path.exists(cand):
+            return cand
+    except ImportError:
+        pass
+    return None
+
+
+_OPCODE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
+
+
+def _parse_sass(sass: str) -> dict:
+    counts: dict = {}
+    for m in _OPCODE.finditer(sass):
+        counts[m.group(1)] = counts.get(m.group(1), 0) + 1
+    return counts
+
+
+@contextlib.contextmanager
+def _offline_device(cc):
+    """Numba compiles a called device function for ``get_current_device().compute_capability``,
+    which needs a driver; offline, answer with the target we compile for."""
+    from numba.cuda import dispatcher
+
+    class _Target:
+        compute_capability = tuple(cc[:2])
+
+    saved = dispatcher.get_current_device
+    dispatcher.get_current_device = lambda: _Target
+    try:
+        yield
+    finally:
+        dispatcher.get_current_device = saved
+
+
+def compile_cubin(pyfunc, sig, cc=(9, 0, "a"), launch_bounds=None, disassemble=True) -> Cubin:
+    """Compile ``pyfunc`` (the Python function behind a ``@cuda.jit`` kernel) for ``cc`` offline.
+
+    Raises ``RuntimeError`` with nvJitLink's log when the link fails (for example wgmma on plain sm_90).
+    """
+    from numba.cuda.compiler import compile_all
+    from cuda.bindings import nvjitlink as J
+
+    with _offline_device(cc):
+        codes, _ = compile_all(pyfunc, sig, device=False, cc=cc, output="ltoir", abi="numba",
+                               launch_bounds=launch_bounds)
+    arch = "sm_%d%d%s" % (cc[0], cc[1], cc[2] if len(cc) > 2 else "")
+    h = J.create(3, [f"-arch={arch}", "-lto", "-Xptxas=-v"])
+    try:
+        for i, c in enumerate(codes):
+            data = bytes(c.code) if hasattr(c, "code") else bytes(c)
+            J.add_data(h, J.InputType.LTOIR, data, len(data), f"input{i}")
+        try:
+            J.complete(h)
+        except Exception as e:  # nvJitLinkError: the log says why
+            n = J.get_error_log_size(h)
+            buf = bytearray(n)
+            J.get_error_log(h, buf)
+            raise RuntimeError(f"nvJitLink failed for {arch}: {buf.decode(errors='replace')}") from e
+        n = J.get_info_log_size(h)
+        buf = bytearray(n)
+        J.get_info_log(h, buf)
+        log = buf.decode(errors="replace")
+        n = J.get_linked_cubin_size(h)
+        cub = bytearray(n)
+        J.get_linked_cubin(h, cub)
+    finally:
+        J.destroy(h)
+    out = Cubin(arch=arch, cubin=bytes(cub), link_log=log)
+    m = re.findall(r"Used (\d+) registers", log)
+    out.registers = int(m[-1]) if m else -1
+    m = re.findall(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", log)
+    if m:
+        out.stack_bytes = max(int(a) for a, _, _ in m)
+        out.spill_bytes = max(int(b) + int(c) for _, b, c in m)
+    if disassemble:
+        exe = find_cuobjdump()
+        if exe is None:
+            raise RuntimeError("cuobjdump not found: pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm")
+        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+            f.write(out.cubin)
+            f.flush()
+            # cuobjdump calls nvdisasm, which the nvidia-cuda-nvdisasm wheel puts beside it
+            env = dict(os.environ, PATH=os.path.dirname(exe) + os.pathsep + os.environ.get("PATH", ""))
+            out.sass = subprocess.run([exe, "-sass", f.name], check=True, capture_output=True,
+                                      text=True, env=env).stdout
+        out.counts = _parse_sass(out.sass)
+    return out

@@ -1,0 +1,331 @@
+"""The SIMT ladder: FP32 GEMM on CUDA cores, written in Numba ``@cuda.jit``.
+
+Seven rungs after siboehm's "How to optimize a CUDA matmul kernel". Rungs 1-2 are their own small
+kernels; rungs 3-7 are one tiled kernel (``_tiled_kernel``) built from a ``SimtConfig``, and each
+rung turns on one more knob of it, so the difference between two rungs is exactly its note.
+
+Conventions, shared by every rung:
+
+* C (M x N) = A (M x K) @ B (K x N). C is row-major with leading dimension ``ldc`` (``api.gemm``
+  turns a column-major output into a row-major one by computing C^T = B^T A^T).
+* A and B are row-major (leading dimension ``lda``/``ldb``) or column-major (``ta``/``tb``): the
+  layout is a compile-time constant, so each kernel is specialised and the branch folds away.
+* Every access is bounds-checked against M, N, K (tiles past an edge read zeros and write
+  nothing): any positive shape works.
+* Memory is indexed through raw pointers (``link.ptr``), not arrays; see ``link.py`` for why.
+"""
+from __future__ import annotations
+
+import functools
+
+from numba import cuda, float32
+
+from .config import SimtConfig, Variant
+from .jit import device, kernel, unrolled
+from .link import load_f32x4, ptr, store_f32x4
+
+__all__ = ["RUNGS", "naive_kernel", "coalesced_kernel", "tiled_kernel", "launch_grid"]
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+# ---------------------------------------------------------------------------------------------
+# Element access shared by the untiled rungs
+# ---------------------------------------------------------------------------------------------
+@device
+def _at(p, ld, r, c, trans):
+    """Element (r, c) of a row-major (or, with ``trans``, column-major) matrix at pointer p."""
+    return p[c * ld + r] if trans else p[r * ld + c]
+
+
+# ---------------------------------------------------------------------------------------------
+# Rung 1: naive. One thread per output; threadIdx.x walks down a column of C.
+# ---------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def naive_kernel(ta: bool, tb: bool):
+    def naive(A, B, C, M, N, K, lda, ldb, ldc):
+        pA, pB, pC = ptr(A), ptr(B), ptr(C)
+        m = cuda.blockIdx.x * 32 + cuda.threadIdx.x   # neighbours in a warp: neighbouring rows
+        n = cuda.blockIdx.y * 32 + cuda.threadIdx.y
+        if m < M and n < N:
+            acc = float32(0)
+            for k in range(K):
+                acc += _at(pA, lda, m, k, ta) * _at(pB, ldb, k, n, tb)
+            pC[m * ldc + n] = acc
+    return kernel(naive)
+
+
+# ---------------------------------------------------------------------------------------------
+# Rung 2: global-memory coalescing. Same work, but the 32 threads of a warp take 32 neighbouring
+# columns of one row: their B loads and C stores fall in one 128-byte line, their A load is one
+# broadcast.
+# ---------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def coalesced_kernel(ta: bool, tb: bool):
+    def coalesced(A, B, C, M, N, K, lda, ldb, ldc):
+        pA, pB, pC = ptr(A), ptr(B), ptr(C)
+        m = cuda.blockIdx.y * 32 + cuda.threadIdx.x // 32
+        n = cuda.blockIdx.x * 32 + cuda.threadIdx.x % 32
+        if m < M and n < N:
+            acc = float32(0)
+            for k in range(K):
+                acc += _at(pA, lda, m, k, ta) * _at(pB, ldb, k, n, tb)
+            pC[m * ldc + n] = acc
+    return kernel(coalesced)
+
+
+# ---------------------------------------------------------------------------------------------
+# Rungs 3-7: the tiled kernel and its pieces
+# ---------------------------------------------------------------------------------------------
+@device
+def _tile_coord(v, tid, R, C, contig_rows, W, NT):
+    """(r, c) of the first element of thread ``tid``'s ``v``-th access to an R x C tile.
+
+    Consecutive threads take consecutive W-wide chunks along the tile's contiguous side, so a
+    warp's loads are coalesced whichever way the matrix is stored."""
+    e = tid + v * NT
+    if contig_rows:
+        per = R // W
+        return (e % per) * W, e // per
+    per = C // W
+    return e // per, (e % per) * W
+
+
+@device
+def _load_tile(regs, src, ld, r0, c0, nrows, ncols, R, C, trans, W, vec_ok, tid, NT):
+    """Read the R x C tile at (r0, c0) of an nrows x ncols matrix into registers, zeros outside.
+
+    W == 4 with ``vec_ok`` (16-byte aligned rows) uses one LDG.128 per chunk that lies wholly
+    inside the matrix; chunks that straddle an edge fall back to predicated scalar loads."""
+    for v in range(R * C // (NT * W)):
+        r, c = _tile_coord(v, tid, R, C, trans, W, NT)
+        gr = r0 + r
+        gc = c0 + c
+        base = gc * ld + gr if trans else gr * ld + gc
+        if trans:
+            inside = gr + (W - 1) < nrows and gc < ncols
+        else:
+            inside = gr < nrows and gc + (W - 1) < ncols
+        if W == 4 and vec_ok and inside:
+            x0, x1, x2, x3 = load_f32x4(src, base)
+            regs[v * 4] = x0
+            regs[v * 4 + 1] = x1
+            regs[v * 4 + 2] = x2
+            regs[v * 4 + 3] = x3
+        else:
+            for l in range(W):
+                rr = gr + l if trans else gr
+                cc = gc if trans else gc + l
+                x = float32(0)
+                if rr < nrows and cc < ncols:
+                    x = src[base + l]
+                regs[v * W + l] = x
+
+
+@device
+def _store_tile(dst, off, regs, R, C, trans, W, tid, NT, rs, cs):
+    """Write registers filled by ``_load_tile`` to shared memory: element (r, c) at
+    ``dst[off + r*rs + c*cs]`` (so one loader serves both [m][k] and transposed [k][m] tiles)."""
+    for v in range(R * C // (NT * W)):
+        r, c = _tile_coord(v, tid, R, C, trans, W, NT)
+        for l in range(W):
+            rr = r + l if trans else r
+            cc = c if trans else c + l
+            dst[off + rr * rs + cc * cs] = regs[v * W + l]
+
+
+@device
+def _mac_step(kk, acc, rm, rn, sA, a_off, sB, b_off, m0, n0, A_MS, A_KS, B_KS,
+              WMITER, WSUBM, TM, WNITER, WSUBN, TN):
+    """acc += A_tile[m-fragment, kk] x B_tile[kk, n-fragment], from shared memory.
+
+    The thread's WMITER*TM values of A and WNITER*TN of B go to registers, then their outer
+    product is accumulated: TM*TN*WMITER*WNITER FMAs for TM*WMITER + TN*WNITER loads."""
+    NJ = WNITER * TN
+    for i in range(WMITER):
+        for t in range(TM):
+            rm[i * TM + t] = sA[a_off + (m0 + i * WSUBM + t) * A_MS + kk * A_KS]
+    for j in range(WNITER):
+        for t in range(TN):
+            rn[j * TN + t] = sB[b_off + kk * B_KS + n0 + j * WSUBN + t]
+    for i in range(WMITER * TM):
+        for j in range(NJ):
+            acc[i * NJ + j] = cuda.fma(rm[i], rn[j], acc[i * NJ + j])
+
+
+# One k-tile: _mac_step for kk = 0..BK-1, written out (see jit.unrolled for why).
+_mac_tile = unrolled(_mac_step, 32)
+
+
+@device
+def _store_c(pC, ldc, M, N, acc, mb, nb, WMITER, WSUBM, TM, WNITER, WSUBN, TN, vec_ok):
+    """Write the thread's accumulators to C, skipping rows/columns past M/N (STG.128 when aligned)."""
+    NJ = WNITER * TN
+    for i in range(WMITER):
+        for t in range(TM):
+            m = mb + i * WSUBM + t
+            if m < M:
+                for j in range(WNITER):
+                    n = nb + j * WSUBN
+                    a0 = (i * TM + t) * NJ + j * TN
+                    if TN % 4 == 0 and vec_ok and n + TN <= N:
+                        for q in range(TN // 4):
+                            a4 = a0 + 4 * q
+                            store_f32x4(pC, m * ldc + n + 4 * q, acc[a4], acc[a4 + 1], acc[a4 + 2], acc[a4 + 3])
+                    else:
+                        for q in range(TN):
+                            if n + q < N:
+                                pC[m * ldc + n + q] = acc[a0 + q]
+
+
+@functools.lru_cache(maxsize=None)
+def tiled_kernel(cfg: SimtConfig, ta: bool, tb: bool, va: bool, vb: bool, vc: bool):
+    """The kernel of rungs 3-7 for one configuration, layout (ta, tb) and alignment (va, vb, vc).
+
+    ``va``/``vb``/``vc``: the operand's rows start on 16-byte boundaries, so 16-byte accesses
+    are legal (checked by the host; when false the same kernel uses scalar accesses)."""
+    BM, BN, BK, TM, TN = cfg.bm, cfg.bn, cfg.bk, cfg.tm, cfg.tn
+    NT, TPW, W, STAGES = cfg.threads, cfg.threads_per_wtile, cfg.vec, cfg.stages
+    WM, WN, WMITER, WNITER, WSUBM, WSUBN = cfg.wm, cfg.wn, cfg.wmiter, cfg.wniter, cfg.wsubm, cfg.wsubn
+    WTN = BN // WN                        # warp tiles across the block
+    TCOLS = WSUBN // TN                   # threads across one sub-tile
+    A_MS, A_KS = (1, BM + cfg.a_pad) if cfg.a_kmajor else (BK, 1)   # As element (m,k) at m*A_MS + k*A_KS
+    A_T, B_T = cfg.a_tile_floats, cfg.b_tile_floats
+    EA, EB = BM * BK // NT, BK * BN // NT           # elements each thread loads per k-tile
+    NACC, NM, NN = cfg.outputs_per_thread, WMITER * TM, WNITER * TN
+    SA, SB = STAGES * A_T, STAGES * B_T     # array sizes must be plain constants for Numba
+    # Numba's disk-cache key covers the kernel's bytecode and closure but not its launch bounds:
+    # the kernel reads MINB (in a branch that folds away) so two bounds never share a cubin.
+    MINB = cfg.min_blocks
+
+    def tiled(A, B, C, M, N, K, lda, ldb, ldc):
+        if MINB == 0:
+            return
+        pA, pB, pC = ptr(A), ptr(B), ptr(C)
+        sA = cuda.shared.array(SA, float32)
+        sB = cuda.shared.array(SB, float32)
+        psA, psB = ptr(sA), ptr(sB)
+        ra = cuda.local.array(EA, float32)
+        rb = cuda.local.array(EB, float32)
+        rm = cuda.local.array(NM, float32)
+        rn = cuda.local.array(NN, float32)
+        acc = cuda.local.array(NACC, float32)
+        for i in range(NACC):
+            acc[i] = float32(0)
+
+        tid = cuda.threadIdx.x
+        bm0 = cuda.blockIdx.y * BM
+        bn0 = cuda.blockIdx.x * BN
+        g = tid // TPW                     # which warp tile (the whole block without warptiling)
+        lane = tid % TPW
+        m0 = (g // WTN) * WM + (lane // TCOLS) * TM     # thread's first row inside the block tile
+        n0 = (g % WTN) * WN + (lane % TCOLS) * TN
+        ntiles = (K + BK - 1) // BK
+
+        if STAGES == 1:
+            for t in range(ntiles):
+                k0 = t * BK
+                _load_tile(ra, pA, lda, bm0, k0, M, K, BM, BK, ta, W, va, tid, NT)
+                _load_tile(rb, pB, ldb, k0, bn0, K, N, BK, BN, tb, W, vb, tid, NT)
+                _store_tile(psA, 0, ra, BM, BK, ta, W, tid, NT, A_MS, A_KS)
+                _store_tile(psB, 0, rb, BK, BN, tb, W, tid, NT, BN, 1)
+                cuda.syncthreads()
+                _mac_tile(BK, acc, rm, rn, psA, 0, psB, 0, m0, n0, A_MS, A_KS, BN,
+                          WMITER, WSUBM, TM, WNITER, WSUBN, TN)
+                cuda.syncthreads()
+        else:
+            # Double buffer: tile t+1 travels from global memory into registers while tile t is
+            # multiplied out of shared memory, then lands in the other buffer. One barrier per
+            # tile suffices: nobody overwrites a buffer until everyone has passed the barrier
+            # that follows its last use.
+            if ntiles > 0:
+                _load_tile(ra, pA, lda, bm0, 0, M, K, BM, BK, ta, W, va, tid, NT)
+                _load_tile(rb, pB, ldb, 0, bn0, K, N, BK, BN, tb, W, vb, tid, NT)
+                _store_tile(psA, 0, ra, BM, BK, ta, W, tid, NT, A_MS, A_KS)
+                _store_tile(psB, 0, rb, BK, BN, tb, W, tid, NT, BN, 1)
+                cuda.syncthreads()
+            for t in range(ntiles):
+                cur = t % 2
+                more = t + 1 < ntiles
+                if more:
+                    k0 = (t + 1) * BK
+                    _load_tile(ra, pA, lda, bm0, k0, M, K, BM, BK, ta, W, va, tid, NT)
+                    _load_tile(rb, pB, ldb, k0, bn0, K, N, BK, BN, tb, W, vb, tid, NT)
+                _mac_tile(BK, acc, rm, rn, psA, cur * A_T, psB, cur * B_T, m0, n0, A_MS, A_KS, BN,
+                          WMITER, WSUBM, TM, WNITER, WSUBN, TN)
+                if more:
+                    _store_tile(psA, (1 - cur) * A_T, ra, BM, BK, ta, W, tid, NT, A_MS, A_KS)
+                    _store_tile(psB, (1 - cur) * B_T, rb, BK, BN, tb, W, tid, NT, BN, 1)
+                cuda.syncthreads()
+
+        _store_c(pC, ldc, M, N, acc, bm0 + m0, bn0 + n0, WMITER, WSUBM, TM, WNITER, WSUBN, TN, vc)
+
+    return kernel(tiled, launch_bounds=(NT, cfg.min_blocks), max_shared=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Host side: grids, launches and the rung table
+# ---------------------------------------------------------------------------------------------
+def launch_grid(rung: int, cfg, m: int, n: int):
+    """(grid, block) for a rung: x walks N tiles, y walks M tiles (rung 1: x walks M)."""
+    if rung == 1:
+        grid, block = (_cdiv(m, 32), _cdiv(n, 32)), (32, 32)
+    elif rung == 2:
+        grid, block = (_cdiv(n, 32), _cdiv(m, 32)), (1024,)
+    else:
+        grid, block = (_cdiv(n, cfg.bn), _cdiv(m, cfg.bm)), (cfg.threads,)
+    if grid[1] > 65535:
+        raise ValueError(f"a {m}x{n} output needs a grid of {grid} blocks; the y dimension is "
+                         "limited to 65535 (split the problem)")
+    return grid, block
+
+
+def _args(a, b, c):
+    return (a.data, b.data, c.data, c.rows, c.cols, a.cols, a.ld, b.ld, c.ld)
+
+
+def _launch_untiled(rung, factory):
+    def launch(a, b, c, stream):
+        grid, block = launch_grid(rung, None, c.rows, c.cols)
+        factory(a.trans, b.trans)[grid, block, stream](*_args(a, b, c))
+    return launch
+
+
+def _launch_tiled(rung, cfg):
+    def launch(a, b, c, stream):
+        grid, block = launch_grid(rung, cfg, c.rows, c.cols)
+        k = tiled_kernel(cfg, a.trans, b.trans, a.aligned16, b.aligned16, c.aligned16)
+        k[grid, block, stream](*_args(a, b, c))
+    launch.config = cfg
+    return launch
+
+
+RUNG3 = SimtConfig(bm=32, bn=32, bk=32, threads=1024)
+RUNG4 = SimtConfig(bm=64, bn=64, bk=8, tm=8, tn=1, threads=512)
+RUNG5 = SimtConfig(bm=128, bn=128, bk=8, tm=8, tn=8, threads=256)
+RUNG6 = RUNG5.replace(a_kmajor=True, vector_loads=True)
+# Rung 7 as tuned on the H100 (benchmarks/tune_simt.py, results/tune_simt_h100.json): 128x64 block
+# tiles of four 64x32 warp tiles, 3 blocks per SM (<= 168 registers, no spills).
+RUNG7 = SimtConfig(bm=128, bn=64, bk=16, tm=4, tn=4, threads=128, warptile=True, wm=64, wn=32,
+                   wniter=2, a_kmajor=True, a_pad=4, vector_loads=True, stages=2, min_blocks=3)
+
+_F32 = ("float32",)
+RUNGS = [
+    Variant("naive", "simt", 1, _F32, (3, 5), "one thread per output; a warp walks down a column, "
+            "so its A and C accesses are strided (uncoalesced)", _launch_untiled(1, naive_kernel)),
+    Variant("coalesced", "simt", 2, _F32, (3, 5), "a warp takes 32 neighbouring columns: B loads "
+            "and C stores coalesce into 128-byte lines", _launch_untiled(2, coalesced_kernel)),
+    Variant("smem", "simt", 3, _F32, (3, 5), "32x32 tiles of A and B staged in shared memory: "
+            "each global element is read once per block instead of once per thread", _launch_tiled(3, RUNG3), RUNG3),
+    Variant("blocktile1d", "simt", 4, _F32, (3, 5), "each thread computes 8 outputs down a column "
+            "(64x64x8 tiles): one shared B load feeds 8 FMAs", _launch_tiled(4, RUNG4), RUNG4),
+    Variant("blocktile2d", "simt", 5, _F32, (3, 5), "each thread computes an 8x8 outer product "
+            "(128x128x8 tiles): 16 shared loads feed 64 FMAs", _launch_tiled(5, RUNG5), RUNG5),
+    Variant("vectorized", "simt", 6, _F32, (3, 5), "tiles load as 16-byte LDG.128 and A is stored "
+            "transposed, so a thread's A values for one k are adjacent (LDS.128 without the extra "
+            "registers of merging across k)", _launch_tiled(6, RUNG6), RUNG6),
+    Variant("warptile", "simt", 7, _F32, (3, 5), "warps own 64x32 sub-tiles, a register-prefetched "
+            "double buffer hides global latency behind the FMAs, 3 blocks per SM", _launch_tiled(7, RUNG7), RUNG7),
+]

@@ -1,0 +1,107 @@
+"""API checks that need no GPU: every bad input gets a clear exception before any kernel runs."""
+import numpy as np
+import pytest
+
+import numba_tc
+from numba_tc import api, arrays
+from numba_tc.config import Variant
+
+from conftest import HAS_GPU, SIM
+
+
+def f32(*shape, order="C"):
+    return np.asarray(np.random.default_rng(0).standard_normal(shape), dtype=np.float32, order=order)
+
+
+def test_variants_registry_lists_the_simt_ladder_in_order():
+    names = [v.name for v in numba_tc.variants(ladder="simt")]
+    assert names == ["naive", "coalesced", "smem", "blocktile1d", "blocktile2d", "vectorized", "warptile"]
+    for v in numba_tc.variants():
+        assert v.note and v.dtypes and v.ladder in ("simt", "mma", "wgmma")
+        assert v.name in v.describe()
+    assert numba_tc.variants(dtype="float16") == [] or all("float16" in v.dtypes for v in numba_tc.variants(dtype="float16"))
+
+
+def test_register_rejects_taken_names():
+    v = numba_tc.get_variant("naive")
+    with pytest.raises(ValueError, match="taken"):
+        numba_tc.register(v)
+    with pytest.raises(ValueError, match="taken"):
+        numba_tc.register(Variant("auto", "simt", 9, ("float32",), (3, 5), "x", launch=None))
+
+
+@pytest.mark.parametrize("a, b, exc, words", [
+    (f32(4, 5), f32(6, 7), ValueError, "inner dimensions differ"),
+    (f32(4), f32(4, 3), ValueError, "must be 2-D"),
+    (f32(2, 4, 5), f32(5, 3), ValueError, "must be 2-D"),
+    (f32(4, 5), f32(5, 3).astype(np.float16), TypeError, "one dtype"),
+    (f32(4, 5).astype(np.float64), f32(5, 3).astype(np.float64), TypeError, "not supported"),
+    (f32(4, 5).astype(np.int32), f32(5, 3).astype(np.int32), TypeError, "not supported"),
+    ([[1.0]], [[1.0]], TypeError, "unsupported operand type"),
+])
+def test_bad_inputs(a, b, exc, words):
+    with pytest.raises(exc, match=words):
+        numba_tc.gemm(a, b, variant="naive")
+
+
+def test_unknown_variant_lists_the_valid_ones():
+    with pytest.raises(ValueError, match="valid variants: auto, naive, coalesced"):
+        numba_tc.gemm(f32(4, 5), f32(5, 3), variant="fastest")
+
+
+def test_out_checks():
+    with pytest.raises(ValueError, match="out has shape"):
+        numba_tc.gemm(f32(4, 5), f32(5, 3), variant="naive", out=np.empty((3, 4), np.float32))
+    with pytest.raises(TypeError, match="out_dtype"):
+        numba_tc.gemm(f32(4, 5), f32(5, 3), variant="naive", out=np.empty((4, 3), np.float32),
+                      out_dtype="float16")
+
+
+@pytest.mark.skipif(HAS_GPU or SIM, reason="only meaningful without a GPU")
+def test_no_gpu_is_a_clear_error():
+    with pytest.raises(numba_tc.NoGPUError, match="no CUDA GPU"):
+        numba_tc.gemm(f32(4, 5), f32(5, 3), variant="naive")
+
+
+def test_choose_checks_dtype_and_capability():
+    with pytest.raises(TypeError, match="takes float32, not float16"):
+        api._choose("warptile", "float16", (9, 0))
+    old = Variant("needs_sm100", "simt", 99, ("float32",), (10, 0), "test only", launch=None)
+    with pytest.raises(numba_tc.UnsupportedDeviceError, match="10.0"):
+        api._choose(old, "float32", (9, 0))
+    assert api._choose("auto", "float32", (9, 0)).name == "warptile"
+
+
+@pytest.mark.parametrize("shape, strides, expect", [
+    ((4, 5), (5, 1), (False, 5)),          # C-contiguous
+    ((4, 5), (1, 4), (True, 4)),           # F-contiguous (a transposed view)
+    ((4, 5), (8, 1), (False, 8)),          # a column slice of a wider matrix
+    ((4, 5), (1, 6), (True, 6)),
+    ((1, 5), (99, 1), (False, 5)),         # single row: its stride is irrelevant
+    ((4, 1), (3, 7), (False, 3)),          # single column
+    ((1, 1), (0, 0), (False, 1)),
+])
+def test_layout_from_strides(shape, strides, expect):
+    assert arrays._layout(shape, strides, "x") == expect
+
+
+@pytest.mark.parametrize("shape, strides", [((4, 5), (10, 2)), ((4, 5), (2, 1)), ((4, 5), (-5, 1))])
+def test_layouts_that_cannot_be_handled(shape, strides):
+    with pytest.raises(ValueError, match="contiguous"):
+        arrays._layout(shape, strides, "x")
+
+
+def test_matrix_transpose_and_alignment():
+    m = arrays.Matrix(None, 3, 5, 8, False, "float32", 256)
+    t = m.transposed()
+    assert (t.rows, t.cols, t.ld, t.trans) == (5, 3, 8, True)
+    assert m.aligned16
+    assert not arrays.Matrix(None, 3, 5, 5, False, "float32", 256).aligned16   # 20-byte rows
+    assert not arrays.Matrix(None, 3, 5, 8, False, "float32", 260).aligned16   # base off by 4
+    assert arrays.Matrix(None, 3, 5, 8, False, "float16", 256).aligned16
+
+
+def test_dtype_names():
+    assert arrays.dtype_name(np.float32) == "float32"
+    assert arrays.dtype_name("torch.float16") == "float16"
+    assert arrays.dtype_name("torch.bfloat16") == "bfloat16"

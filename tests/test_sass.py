@@ -1,0 +1,71 @@
+"""Every SIMT kernel compiles, offline, to an sm_90a cubin whose SASS we check (no GPU needed)."""
+import pytest
+from numba import float32, int64
+
+from numba_tc import simt
+from numba_tc.sass import compile_cubin
+
+from conftest import SIM
+
+pytestmark = pytest.mark.skipif(SIM, reason="the simulator has no compiler")
+SIG = (float32[::1],) * 3 + (int64,) * 6
+TILED = [v for v in simt.RUNGS if v.config is not None]
+
+
+@pytest.fixture(scope="module")
+def cubins():
+    out = {}
+    for v in TILED:
+        cfg = v.config
+        k = simt.tiled_kernel(cfg, False, False, True, True, True)
+        out[v.name] = compile_cubin(k.py_func, SIG, launch_bounds=(cfg.threads, cfg.min_blocks))
+        print(f"{v.name}: {out[v.name].registers} registers, {out[v.name].spill_bytes} spill bytes")
+    return out
+
+
+@pytest.mark.parametrize("v", TILED, ids=lambda v: v.name)
+def test_no_local_memory_and_fully_unrolled(cubins, v):
+    c = cubins[v.name]
+    assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
+    # jit.unrolled writes the k loop out: one FFMA per output per k step, in straight-line code
+    assert c.count("FFMA") == v.config.bk * v.config.outputs_per_thread
+    assert c.count("BAR.SYNC") >= 1
+
+
+@pytest.mark.parametrize("name", ["vectorized", "warptile"])
+def test_vector_rungs_use_16_byte_accesses(cubins, name):
+    c = cubins[name]
+    assert c.count("LDG.E.128") > 0          # load_f32x4 from global memory
+    assert c.count("LDS.128") == c.count("LDS") > 0   # every fragment load is 16 bytes wide
+    assert c.count("STG.E.128") > 0
+
+
+def test_blocktile2d_loads_global_memory_4_bytes_at_a_time(cubins):
+    # rung 5 loads tiles with scalar LDG; (with the k loop unrolled, LLVM still merges a thread's
+    # A reads across 4 k steps into LDS.128, at the cost of registers: compare the counts)
+    assert cubins["blocktile2d"].count("LDG.E.128") == 0
+    assert cubins["blocktile2d"].count("LDG.E") > 0
+    assert cubins["blocktile2d"].registers > cubins["vectorized"].registers
+
+
+def test_unaligned_operands_fall_back_to_scalar_loads():
+    cfg = simt.RUNG7
+    k = simt.tiled_kernel(cfg, False, False, False, False, False)
+    c = compile_cubin(k.py_func, SIG, launch_bounds=(cfg.threads, cfg.min_blocks))
+    assert c.count("LDG.E.128") == 0 and c.count("STG.E.128") == 0 and c.local_memory_ops == 0
+
+
+def test_linked_ptx_primitives_inline():
+    """The linked-.cu path that the tensor-core rungs build on: NVRTC LTO-IR, inlined (no CALL)."""
+    from numba import cuda
+    from numba_tc.link import ldg_f32x4, ptr, stg_f32x4
+
+    def copy4(x, y):
+        r = cuda.local.array(4, float32)
+        i = cuda.threadIdx.x * 4
+        ldg_f32x4(ptr(r), ptr(x), i)
+        stg_f32x4(ptr(y), i, ptr(r))
+
+    c = compile_cubin(copy4, (float32[::1], float32[::1]))
+    assert c.count("LDG.E.128") == 1 and c.count("STG.E.128") == 1
+    assert c.count("CALL") == 0 and c.local_memory_ops == 0

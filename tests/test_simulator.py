@@ -1,0 +1,28 @@
+"""Every SIMT rung, run by Numba's CUDA simulator on tiny ragged shapes (each in a fresh process,
+since the simulator is chosen at import)."""
+import pytest
+
+from numba_tc import simt
+
+from conftest import run_in_simulator
+
+CASES = [
+    # (m, n, k, layout): ragged everywhere; K=36/N=44 give 16-byte-aligned rows (vector paths
+    # with edge chunks), K=37 does not (scalar fallback); TT is column-major A and B.
+    (19, 23, 37, "NN"),
+    (21, 44, 36, "TT"),
+]
+
+
+@pytest.mark.parametrize("variant", [v.name for v in simt.RUNGS])
+def test_rung_in_simulator(variant):
+    code = f"""
+from numba_tc.verify import check
+for (m, n, k, layout) in {CASES!r}:
+    for out_layout in ("C", "F"):
+        r = check({variant!r}, m, n, k, layout=layout, out_layout=out_layout)
+        print(r)
+        assert r.ok, r
+"""
+    out = run_in_simulator(code)
+    assert out.count(" ok") == 2 * len(CASES)
