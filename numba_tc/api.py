@@ -101,14 +101,6 @@ def _stream(stream):
     return cuda.external_stream(int(handle))
 
 
-def _overlaps(x: Matrix, y: Matrix) -> bool:
-    isz = 2 if x.dtype in ("float16", "bfloat16") else 4
-    xs, xe = x.ptr, x.ptr + x.data.size * isz
-    ysz = 2 if y.dtype in ("float16", "bfloat16") else 4
-    ys, ye = y.ptr, y.ptr + y.data.size * ysz
-    return x.data.size > 0 and y.data.size > 0 and xs < ye and ys < xe
-
-
 def _zero_fill(obj, kind: str):
     if kind == "numpy":
         obj[...] = 0
@@ -183,7 +175,7 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
             return result
         c = as_matrix(result, "out")
     A, B = as_matrix(a, "a", stream=st), as_matrix(b, "b", stream=st)
-    if kind != "numpy" and (_overlaps(c, A) or _overlaps(c, B)):
+    if kind != "numpy" and (c.overlaps(A) or c.overlaps(B)):
         raise ValueError("out overlaps a or b: the result would overwrite its own inputs")
     if c.trans:          # column-major output: C^T = B^T A^T, written row-major
         A, B, c = B.transposed(), A.transposed(), c.transposed()

@@ -62,10 +62,20 @@ class Matrix:
     owner: Any = None      # the object whose memory this is (kept alive)
 
     @property
+    def itemsize(self) -> int:
+        return 2 if self.dtype in ("float16", "bfloat16") else 4
+
+    @property
     def aligned16(self) -> bool:
         """Every row (column, if trans) starts on a 16-byte boundary: 16-byte accesses are legal."""
-        itemsize = 2 if self.dtype in ("float16", "bfloat16") else 4
-        return self.ptr % 16 == 0 and (self.ld * itemsize) % 16 == 0
+        return self.ptr % 16 == 0 and (self.ld * self.itemsize) % 16 == 0
+
+    def overlaps(self, other: "Matrix") -> bool:
+        """Whether the memory spans of two operands intersect."""
+        if self.data.size == 0 or other.data.size == 0:
+            return False
+        return (self.ptr < other.ptr + other.data.size * other.itemsize
+                and other.ptr < self.ptr + self.data.size * self.itemsize)
 
     def transposed(self) -> "Matrix":
         """The same memory read as the transpose (cols x rows)."""

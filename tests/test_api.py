@@ -105,3 +105,13 @@ def test_dtype_names():
     assert arrays.dtype_name(np.float32) == "float32"
     assert arrays.dtype_name("torch.float16") == "float16"
     assert arrays.dtype_name("torch.bfloat16") == "bfloat16"
+
+
+def test_overlap_detection():
+    class Span:                    # stands in for the flat device array (only .size is read)
+        def __init__(self, n):
+            self.size = n
+    a = arrays.Matrix(Span(100), 10, 10, 10, False, "float32", 1000)
+    assert a.overlaps(arrays.Matrix(Span(10), 1, 10, 10, False, "float32", 1396))      # last row
+    assert not a.overlaps(arrays.Matrix(Span(10), 1, 10, 10, False, "float32", 1400))  # just past
+    assert not a.overlaps(arrays.Matrix(Span(0), 0, 0, 1, False, "float32", 1000))
