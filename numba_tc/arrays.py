@@ -112,7 +112,7 @@ _TYPESTR = {"float32": "<f4", "float16": "<u2", "bfloat16": "<u2", "float64": "<
 
 
 def _describe(x, name: str):
-    """(kind, shape, element strides, dtype name, device pointer or None, host array or None)."""
+    """(kind, shape, element strides, dtype name, device pointer; None for NumPy arrays)."""
     kind = array_kind(x)
     if kind == "numpy":
         return kind, x.shape, tuple(s // x.itemsize for s in x.strides), dtype_name(x.dtype), None
