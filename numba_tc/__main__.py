@@ -69,7 +69,8 @@ def cmd_bench(args) -> int:
         return cmd_demo(args)
     import numba_tc
     from numba_tc import bench
-    names = args.variants or [v.name for v in numba_tc.variants(ladder=args.ladder, dtype=args.dtype)]
+    ladder = args.ladder or ("simt" if args.dtype == "float32" else "mma")
+    names = args.variants or [v.name for v in numba_tc.variants(ladder=ladder, dtype=args.dtype)]
     sizes = args.sizes or [(4096, 4096, 4096)]
     command = "python -m numba_tc " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     recs = bench.run(names, sizes, dtype=args.dtype, layout=args.layout, command=command,
@@ -79,7 +80,7 @@ def cmd_bench(args) -> int:
         bench.merge_records(args.json, recs)
         print(f"records merged into {args.json}")
     if args.plot:
-        p = bench.plot(recs, args.plot, title=f"{args.ladder or 'all'} ladder, {args.dtype}, {bench._device_name()}")
+        p = bench.plot(recs, args.plot, title=f"{ladder} ladder, {args.dtype}, {bench._device_name()}")
         print(f"plot: {p}" if p else "plot skipped (matplotlib missing)")
     failed = [r for r in recs if r.tflops == 0.0]
     return 1 if failed else 0
@@ -90,9 +91,10 @@ def main(argv=None) -> int:
     sub = p.add_subparsers(dest="cmd")
     b = sub.add_parser("bench", help="check and time variants against cuBLAS (default command)")
     b.add_argument("--variants", nargs="*", help="variant names (default: the whole ladder)")
-    b.add_argument("--ladder", default="simt", help="ladder when --variants is not given (simt, mma, wgmma)")
+    b.add_argument("--ladder", help="ladder when --variants is not given (simt, mma, wgmma; default: "
+                   "simt for float32, mma otherwise)")
     b.add_argument("--sizes", nargs="*", type=_size, help="N or MxNxK (default 4096)")
-    b.add_argument("--dtype", default="float32")
+    b.add_argument("--dtype", default="float32", choices=["float32", "tf32", "float16", "bfloat16"])
     b.add_argument("--layout", default="NN", choices=["NN", "NT", "TN", "TT"])
     b.add_argument("--json", help="merge records into this JSON file")
     b.add_argument("--plot", help="write a PNG plot here")

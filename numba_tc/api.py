@@ -70,6 +70,8 @@ def device_capability():
 
 
 def _choose(variant, dtype: str, cc) -> Variant:
+    if variant == "auto" and SIMULATOR:
+        variant = "warptile" if dtype == "float32" else variant
     if variant == "auto":
         # Ladders and rungs are ordered by measured speed (benchmarks/results): the top rung that
         # takes this dtype on this GPU wins.
@@ -81,6 +83,9 @@ def _choose(variant, dtype: str, cc) -> Variant:
     if dtype not in v.dtypes:
         raise TypeError(f"variant {v.name!r} takes {', '.join(v.dtypes)}, not {dtype}; "
                         f"variants for {dtype}: {', '.join(x.name for x in variants(dtype=dtype)) or 'none'}")
+    if SIMULATOR and v.ladder != "simt":
+        raise UnsupportedDeviceError(f"variant {v.name!r} runs linked PTX, which Numba's CUDA simulator "
+                                     "cannot execute; only the SIMT ladder runs there")
     if tuple(cc) < v.min_cc:
         raise UnsupportedDeviceError(f"variant {v.name!r} needs compute capability "
                                      f"{v.min_cc[0]}.{v.min_cc[1]}+, this GPU is {cc[0]}.{cc[1]}")
@@ -112,7 +117,19 @@ def _zero_fill(obj, kind: str):
         obj.copy_to_device(np.zeros(obj.shape, dtype=obj.dtype))
 
 
-def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=None, stream=None):
+def _input_precision(dtype: str, variant, allow_tf32: bool) -> str:
+    """The precision a float32 problem runs in: "tf32" when the caller allows it or names a
+    tensor-core variant (which computes fp32 inputs as tf32), else float32 (SIMT)."""
+    if dtype != "float32":
+        return dtype
+    if variant == "auto":
+        return "tf32" if allow_tf32 else "float32"
+    v = get_variant(variant)
+    return "tf32" if "tf32" in v.dtypes and "float32" not in v.dtypes else "float32"
+
+
+def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=None, stream=None,
+         allow_tf32: bool = False):
     """``a @ b`` on the GPU with the chosen variant; the result is the same kind of array as ``a``.
 
     a, b: 2-D NumPy arrays (copied to the GPU and back), Numba device arrays, CuPy arrays or torch
@@ -120,7 +137,10 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
     one unit-stride dimension. Any M, N, K >= 0 (K == 0 gives zeros, as NumPy does).
     variant: a name from ``numba_tc.variants()``, or "auto" (the fastest for this GPU and dtype).
     out: optional array of shape (M, N) and kind of ``a`` to write into (row- or column-major).
-    out_dtype: the result dtype (default: ``out``'s dtype, else the input dtype).
+    out_dtype: the result dtype: the input dtype (the default, unless ``out`` says otherwise) or
+    float32 (fp32 accumulators written without rounding to 16 bits).
+    allow_tf32: with "auto", let float32 inputs run on tensor cores as tf32 (10-bit mantissa;
+    relative error about 1e-3). Naming a tensor-core variant for float32 inputs implies it.
     stream: a Numba, CuPy or torch stream (default: the default stream).
     """
     kind = array_kind(a)
@@ -150,8 +170,10 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
     out_dtype = dtype_name(out_dtype) if out_dtype is not None else da
     if variant != "auto":
         get_variant(variant)                 # unknown names fail before the GPU is touched
+    if out_dtype not in (da, "float32"):
+        raise TypeError(f"out_dtype {out_dtype} for {da} inputs: the result is {da} or float32")
     cc = device_capability()
-    v = _choose(variant, da, cc)
+    v = _choose(variant, _input_precision(da, variant, allow_tf32), cc)
     if out_dtype not in v.out_dtypes:
         raise TypeError(f"variant {v.name!r} writes {', '.join(v.out_dtypes)}, not {out_dtype}")
 
@@ -188,8 +210,8 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
 
 
 def _register_builtin():
-    from . import simt
-    for v in simt.RUNGS:
+    from . import simt, tensorcore
+    for v in simt.RUNGS + tensorcore.RUNGS:
         register(v)
 
 

@@ -115,6 +115,14 @@ class _Backend:
             import cupy
             self.cupy, self.name = cupy, "cupy"
 
+    def set_tf32(self, on: bool):
+        """cuBLAS in like precision: TF32 tensor cores only when the variants run tf32."""
+        if self.torch is not None:
+            self.torch.backends.cuda.matmul.allow_tf32 = on
+        elif on:
+            import cupy
+            cupy._core.set_compute_type(cupy.float32, "CUBLAS_COMPUTE_32F_FAST_TF32")  # pragma: no cover
+
     def randn(self, rows, cols, dtype, trans=False):
         if self.torch is not None:
             t = self.torch.randn((cols, rows) if trans else (rows, cols), device="cuda",
@@ -163,6 +171,8 @@ def run(variants: Sequence[str], sizes: Sequence[tuple], dtype: str = "float32",
     """Check and time ``variants`` at each (m, n, k) against cuBLAS. Returns the records."""
     from . import api
     be = _Backend()
+    be.set_tf32(dtype == "tf32")
+    arr_dtype = "float32" if dtype == "tf32" else dtype      # tf32: fp32 arrays, tf32 math
     dev, commit = _device_name(), _commit()
     records: List[Record] = []
     steps = [(s, v) for s in sizes for v in list(variants) + ["cublas"]]
@@ -174,13 +184,13 @@ def run(variants: Sequence[str], sizes: Sequence[tuple], dtype: str = "float32",
         key = (m, n, k)
         if key not in inputs:
             inputs.clear()
-            a = be.randn(m, k, dtype, trans=layout[0] == "T")
-            b = be.randn(k, n, dtype, trans=layout[1] == "T")
+            a = be.randn(m, k, arr_dtype, trans=layout[0] == "T")
+            b = be.randn(k, n, arr_dtype, trans=layout[1] == "T")
             inputs[key] = (a, b, be.reference(a, b) if check else None)
         a, b, ref = inputs[key]
         flop = 2.0 * m * n * k
         if vname == "cublas":
-            c = be.full_nan(m, n, dtype)
+            c = be.full_nan(m, n, arr_dtype)
             cublas_ms[key] = time_gpu(be.cublas(a, b, c), budget_s=budget_s)
             for r in records:
                 if (r.m, r.n, r.k) == key:
@@ -190,7 +200,7 @@ def run(variants: Sequence[str], sizes: Sequence[tuple], dtype: str = "float32",
             bar.update(1)
             continue
         v = api.get_variant(vname)
-        c = be.full_nan(m, n, dtype)
+        c = be.full_nan(m, n, arr_dtype)
         t = time.perf_counter()
         api.gemm(a, b, variant=vname, out=c)
         from numba import cuda

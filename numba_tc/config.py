@@ -9,10 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Callable, Optional, Tuple
 
-__all__ = ["ConfigError", "SimtConfig", "Variant", "STATIC_SMEM_LIMIT", "MAX_THREADS"]
+__all__ = ["ConfigError", "SimtConfig", "MmaConfig", "Variant", "STATIC_SMEM_LIMIT", "MAX_THREADS",
+           "SMEM_PER_BLOCK_MAX"]
 
 STATIC_SMEM_LIMIT = 48 * 1024   # bytes of static shared memory a block may declare (all CUDA GPUs)
 MAX_THREADS = 1024              # threads per block (all CUDA GPUs)
+SMEM_PER_BLOCK_MAX = 227 * 1024   # opt-in dynamic shared memory per block on sm_90 (232448 bytes)
+SMEM_PER_SM = 228 * 1024          # shared memory per SM on sm_90 (each block also reserves 1 KiB)
 WARP = 32
 
 
@@ -130,6 +133,87 @@ class SimtConfig:
               f"{self.smem_bytes} bytes of shared memory > {STATIC_SMEM_LIMIT} (static limit)")
 
     def replace(self, **kw) -> "SimtConfig":
+        return replace(self, **kw)
+
+
+@dataclass(frozen=True)
+class MmaConfig:
+    """The tiled mma.sync kernel of tensor-core rungs 2-5 (see ``tensorcore.py``).
+
+    A block computes ``bm x bn`` of C and steps K by ``bk`` 16-bit elements (128 bytes; tf32
+    steps 32 elements, the same bytes). Warps own ``wm x wn`` warp tiles of m16n8 fragments.
+    ``stages`` is not chosen by hand: it is the number of ``bk`` slices of A and B that fit the
+    shared-memory budget of ``min_blocks`` blocks per SM, capped at ``max_stages``; without
+    ``async_copy`` there is one stage (load, barrier, compute, barrier).
+    """
+    bm: int
+    bn: int
+    wm: int
+    wn: int
+    bk: int = 64
+    swizzle: bool = True            # rung 3: XOR-swizzled shared tiles (no bank conflicts, no padding)
+    async_copy: bool = False        # rung 4: cp.async multi-stage pipeline
+    max_stages: int = 4
+    min_blocks: int = 1             # blocks per SM the shared memory and registers must allow
+    group_m: int = 0                # rung 5: launch order in groups of group_m block rows (L2 reuse)
+
+    def __post_init__(self):
+        self.validate()
+
+    @property
+    def warps(self) -> int:
+        return (self.bm // self.wm) * (self.bn // self.wn)
+
+    @property
+    def threads(self) -> int:
+        return self.warps * WARP
+
+    @property
+    def stage_bytes(self) -> int:
+        return (self.bm + self.bn) * self.bk * 2
+
+    @property
+    def stages(self) -> int:
+        if not self.async_copy:
+            return 1
+        budget = min(SMEM_PER_BLOCK_MAX, SMEM_PER_SM // self.min_blocks - 1024)
+        return min(self.max_stages, budget // self.stage_bytes)
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.stages * self.stage_bytes
+
+    def mma_tiles(self, itemsize: int):
+        """(MI, NI, KSTEPS): m16 and n8 fragments per warp tile, mma k-steps per bk slice."""
+        return self.wm // 16, self.wn // 8, (self.bk * 2) // 32
+
+    def validate(self) -> None:
+        _need(all(v > 0 for v in (self.bm, self.bn, self.wm, self.wn, self.bk)), "all tile sizes must be positive")
+        _need(self.wm % 16 == 0 and self.wn % 16 == 0,
+              f"warp tile {self.wm}x{self.wn}: multiples of 16 (m16 fragments, n8 fragments in pairs)")
+        _need(self.bm % self.wm == 0 and self.bn % self.wn == 0,
+              f"warp tile {self.wm}x{self.wn} must divide the block tile {self.bm}x{self.bn}")
+        _need(self.threads <= MAX_THREADS, f"{self.warps} warps is more than {MAX_THREADS} threads")
+        _need(self.bk % 64 == 0, f"bk={self.bk}: rows of a k-major tile must be whole 128-byte lines "
+              "(bk a multiple of 64 16-bit elements)")
+        _need(self.bm % 64 == 0 and self.bn % 64 == 0, f"block tile {self.bm}x{self.bn}: rows of an "
+              "mn-major tile must be whole 128-byte lines (multiples of 64)")
+        for name, rows in (("A", self.bm), ("B", self.bn)):
+            chunks = rows * self.bk * 2 // 16
+            _need(chunks % self.threads == 0,
+                  f"{name} tile {rows}x{self.bk} ({chunks} 16-byte chunks) does not split evenly "
+                  f"over {self.threads} threads")
+        _need(1 <= self.max_stages <= 7, "max_stages is 1..7 (cp.async.wait_group immediates)")
+        _need(self.min_blocks >= 1 and self.min_blocks * self.threads <= 2048,
+              f"min_blocks={self.min_blocks} x {self.threads} threads exceeds 2048 threads per SM")
+        if self.async_copy:
+            _need(self.stages >= 2, f"a {self.bm}x{self.bn}x{self.bk} stage is {self.stage_bytes} "
+                  f"bytes: not even two fit {self.min_blocks} block(s) per SM")
+        else:
+            _need(self.smem_bytes * self.min_blocks <= SMEM_PER_SM, "tiles do not fit shared memory")
+        _need(self.group_m >= 0, "group_m must be >= 0")
+
+    def replace(self, **kw) -> "MmaConfig":
         return replace(self, **kw)
 
 

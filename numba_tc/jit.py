@@ -17,20 +17,22 @@ from __future__ import annotations
 
 import inspect
 
-from numba import cuda
+from numba import cuda, int64
 
 from .link import SIMULATOR
 
 __all__ = ["kernel", "device", "unrolled"]
 
 
-def kernel(fn, launch_bounds=None, max_shared=False):
-    """``max_shared``: ask for the largest shared-memory carveout of L1. Without it the driver
+def kernel(fn, launch_bounds=None, max_shared=False, cache=True):
+    """``cache=False`` for kernels that link ``.cu`` files: Numba's disk cache cannot pickle them
+    ("Cannot pickle CUDACodeLibrary with linking files"); they are cached per process only.
+``max_shared``: ask for the largest shared-memory carveout of L1. Without it the driver
     may pick a 64 KiB split on Hopper, and a 32 KiB block then runs alone on its SM (seen in
     Nsight Compute: "Block Limit Shared Mem 1", 12.5% occupancy)."""
     if SIMULATOR:
         return cuda.jit(fn)
-    return cuda.jit(fn, cache=True, launch_bounds=launch_bounds,
+    return cuda.jit(fn, cache=cache, launch_bounds=launch_bounds,
                     shared_memory_carveout="MaxShared" if max_shared else None)
 
 
@@ -47,9 +49,12 @@ def unrolled(step, n_max: int):
     compile-time constant no larger than ``n_max`` for the guards to fold away."""
     params = list(inspect.signature(step.py_func).parameters)[1:]
     args = ", ".join(params)
-    body = "".join(f"    if {k} < n:\n        step({k}, {args})\n" for k in range(n_max))
+    # The index goes in as a plain int64, not Literal[int](k): Numba specialises a device function
+    # on literal arguments, and nested unrolled helpers would otherwise be typed and compiled once
+    # per index combination (hundreds of times). After inlining, LLVM folds the index anyway.
+    body = "".join(f"    if {k} < n:\n        step(int64({k}), {args})\n" for k in range(n_max))
     src = f"def unrolled_{step.py_func.__name__}(n, {args}):\n{body}"
-    namespace = {"step": step}
+    namespace = {"step": step, "int64": int64}
     exec(compile(src, f"<unrolled {step.py_func.__name__} x{n_max}>", "exec"), namespace)
     fn = namespace[f"unrolled_{step.py_func.__name__}"]
     fn.__doc__ = f"step({step.py_func.__name__}) for k < n, unrolled up to {n_max}."

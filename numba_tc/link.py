@@ -26,7 +26,7 @@ import os
 from numba import config, cuda, types
 
 __all__ = ["SIMULATOR", "PTX_DIR", "ptx_source", "ptr", "load_f32x4", "store_f32x4",
-           "ldg_f32x4", "stg_f32x4"]
+           "ldg_f32x4", "stg_f32x4", "MMA_SIGNATURES"]
 
 SIMULATOR = bool(config.ENABLE_CUDASIM)
 PTX_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ptx")
@@ -116,3 +116,70 @@ else:
         "ldg_f32x4", types.int32(_P(types.float32), _P(types.float32), types.int64), link=_mem)
     stg_f32x4 = cuda.declare_device(
         "stg_f32x4", types.int32(_P(types.float32), types.int64, _P(types.float32)), link=_mem)
+
+
+
+# ---------------------------------------------------------------------------------------------
+# The tensor-core primitives of ptx/mma.cu (see that file for each instruction and its PTX ISA
+# section). Shared addresses are int32 byte addresses (from ``smem_addr``), global ones int64
+# byte addresses; fragments are uint32 local arrays passed as pointer + element offset.
+# ---------------------------------------------------------------------------------------------
+_I32, _I64, _U32, _F32 = types.int32, types.int64, types.uint32, types.float32
+_FRAG = _P(types.uint32)
+MMA_SIGNATURES = {
+    "smem_addr": _I32(_P(types.uint32)),
+    **{n: _I32(_FRAG, _I32, _I32) for n in ("ldsm_x4", "ldsm_x4_t", "ldsm_x2", "ldsm_x2_t",
+                                            "ldsm_x1", "ldsm_x1_t")},
+    **{n: _I32(_P(_F32), _I32, _FRAG, _I32, _FRAG, _I32)
+       for n in ("mma_f16_m16n8k16", "mma_bf16_m16n8k16", "mma_tf32_m16n8k8")},
+    "cp_async16": _I32(_I32, _I64, _I32),
+    "cp_async_commit": _I32(),
+    "cp_async_wait": _I32(_I32),
+    "copy16": _I32(_I32, _I64, _I32),
+    "ldg_u16": _U32(_I64),
+    "ldg_u32": _U32(_I64),
+    "lds_u32": _U32(_I32),
+    "sts_u16": _I32(_I32, _U32),
+    "sts_u32": _I32(_I32, _U32),
+    "stg_out1": _I32(_I64, _F32, _I32),
+    "stg_out2": _I32(_I64, _F32, _F32, _I32),
+}
+# Under the simulator (which cannot link code) each name is None and tensor-core kernels are not built.
+for _name, _sig in MMA_SIGNATURES.items():
+    globals()[_name] = None if SIMULATOR else cuda.declare_device(_name, _sig, link=ptx_source("mma.cu"))
+__all__ += list(MMA_SIGNATURES)
+
+
+# ---------------------------------------------------------------------------------------------
+# Driver-level pieces Numba lacks
+# ---------------------------------------------------------------------------------------------
+_SMEM_READY: dict = {}
+
+
+def kernel_handle(dispatcher, sig):
+    """The driver handle (CUkernel) of a compiled Numba kernel, compiling it for ``sig`` if needed.
+    (A private path of numba-cuda 0.30; this is the one place that knows it.)"""
+    kern = dispatcher.compile(tuple(getattr(types, t) if isinstance(t, str) else t for t in sig))
+    return kern._codelibrary.get_cufunc().handle
+
+
+def enable_dynamic_smem(dispatcher, sig, nbytes: int) -> None:
+    """Allow ``nbytes`` of dynamic shared memory for a kernel (above 48 KiB the driver needs an
+    explicit opt-in: cuKernelSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)). Once per kernel and device."""
+    if SIMULATOR or nbytes <= 48 * 1024:
+        return
+    dev = cuda.get_current_device()
+    key = (id(dispatcher), dev.id, nbytes)
+    if key in _SMEM_READY:
+        return
+    optin = dev.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
+    if nbytes > optin:
+        from .api import UnsupportedDeviceError
+        raise UnsupportedDeviceError(f"the kernel needs {nbytes} bytes of shared memory per block; "
+                                     f"this GPU allows {optin}")
+    from cuda.bindings import driver as cu
+    attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    err, = cu.cuKernelSetAttribute(attr, nbytes, kernel_handle(dispatcher, sig), dev.id)
+    if err != cu.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"cuKernelSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, {nbytes}) failed: {err}")
+    _SMEM_READY[key] = dispatcher      # (keeps the dispatcher alive, so its id stays unique)

@@ -69,13 +69,18 @@ class CheckResult:
 
 
 def check(variant: str, m: int, n: int, k: int, layout: str = "NN", dtype: str = "float32",
-          out_layout: str = "C", seed: Optional[int] = None, precision: Optional[str] = None) -> CheckResult:
-    """Run ``gemm`` on fresh random NumPy operands into a NaN-poisoned output; compare with float64."""
+          out_layout: str = "C", seed: Optional[int] = None, precision: Optional[str] = None,
+          out_dtype: str = "float32") -> CheckResult:
+    """Run ``gemm`` on fresh random NumPy operands into a NaN-poisoned output; compare with float64.
+
+    dtype "tf32" means float32 arrays computed in tf32 (tolerance 1e-3)."""
     from .api import gemm
     rng = np.random.default_rng(seed)
+    prec = precision or dtype
+    dtype = "float32" if dtype == "tf32" else dtype          # tf32: fp32 arrays, tf32 math
     a, b = random_operands(m, n, k, dtype, layout, rng)
-    out = np.full((m, n), np.nan, dtype=np.float32, order=out_layout)
+    from .arrays import _np_dtype
+    out = np.full((m, n), np.nan, dtype=_np_dtype(out_dtype), order=out_layout)
     gemm(a, b, variant=variant, out=out)
     ref = a.astype(np.float64) @ b.astype(np.float64)
-    prec = precision or dtype
     return CheckResult(variant, m, n, k, layout, dtype, rel_error(out, ref), TOLERANCE[prec])

@@ -1,0 +1,462 @@
+"""The tensor-core ladder: mma.sync GEMM from Numba, composing the primitives of ``ptx/mma.cu``.
+
+Five rungs. Rung 1 is its own small kernel; rungs 2-5 are one tiled kernel (``tiled_kernel``)
+built from an ``MmaConfig``, each rung switching on one more knob, so that two rungs differ by
+exactly their note. The same kernels serve every precision: fp16 and bf16 inputs run
+``mma.m16n8k16``, fp32 inputs run ``mma.m16n8k8.tf32``; only the instruction, the element size and
+(for mn-major tf32 operands, which ldmatrix cannot transpose) the fragment loads change.
+
+Conventions (shared with the SIMT ladder, see ``simt.py``):
+
+* C (M x N, row-major, ``ldc``) = A (M x K) @ B (K x N); ``ta``/``tb`` say A/B are column-major.
+  ``api.gemm`` turns a column-major C into a row-major one (C^T = B^T A^T).
+* Kernel arguments are raw device addresses (int64) and sizes: one kernel signature for every
+  element type. Shared memory is addressed by 32-bit byte addresses from ``smem_addr``.
+* Tiles are copied into shared memory as they lie in global memory, in 16-byte chunks (see
+  ``layout.py``); a k-major operand is read with ``ldmatrix``, an mn-major one with
+  ``ldmatrix.trans``, so no operand layout needs a copy on the host.
+* Edges: chunks past M, N or K are zero-filled (``cp.async`` src-size 0), partial chunks read only
+  their valid bytes, and the epilogue writes only inside C, so any shape works. Operands whose rows
+  are not 16-byte aligned take an element-wise copy path (correct, slower).
+"""
+from __future__ import annotations
+
+import functools
+
+from numba import cuda, float32, int32, uint32
+
+from . import layout
+from .config import MmaConfig, Variant
+from .jit import device, kernel, unrolled
+from .link import (SIMULATOR, copy16, cp_async16, cp_async_commit, cp_async_wait, ldg_u16, ldg_u32,
+                   lds_u32, ldsm_x4, ldsm_x4_t, mma_bf16_m16n8k16, mma_f16_m16n8k16, mma_tf32_m16n8k8,
+                   ptr, smem_addr, stg_out1, stg_out2, sts_u16, sts_u32)
+from .layout import a_fragment, b_fragment, c_fragment, chunk_offset
+
+__all__ = ["RUNGS", "naive_kernel", "tiled_kernel", "compute_dtype", "OUT_KIND"]
+
+# Output element conversion in the epilogue (ptx/mma.cu: to_bits)
+OUT_KIND = {"float32": 0, "float16": 1, "bfloat16": 2}
+_MMA = {"float16": mma_f16_m16n8k16, "bfloat16": mma_bf16_m16n8k16, "tf32": mma_tf32_m16n8k8}
+
+
+def compute_dtype(input_dtype: str) -> str:
+    """The tensor-core input type for an array dtype: fp32 arrays run as tf32."""
+    return "tf32" if input_dtype == "float32" else input_dtype
+
+
+def _itemsize(dtype: str) -> int:
+    return 4 if dtype == "tf32" else 2
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared pieces
+# ---------------------------------------------------------------------------------------------
+@device
+def _elem(r, c, ld, trans):
+    """Element offset of (r, c) in a row-major (or, with ``trans``, column-major) matrix."""
+    return c * ld + r if trans else r * ld + c
+
+
+@device
+def _store_frag(C, ldc, M, N, acc, off, m0, n0, lane, OUT_ITEM, OUT_K, vc):
+    """Write one m16n8 accumulator fragment (acc[off..off+3]) at C[m0:, n0:], inside M x N only.
+
+    Adjacent column pairs go out as one 8-byte (fp32) or 4-byte (16-bit) store when aligned."""
+    for h in range(2):
+        r, c = c_fragment(lane, 2 * h)
+        m = m0 + r
+        n = n0 + c
+        if m < M:
+            addr = C + (m * ldc + n) * OUT_ITEM
+            if vc and n + 1 < N:
+                stg_out2(addr, acc[off + 2 * h], acc[off + 2 * h + 1], OUT_K)
+            else:
+                if n < N:
+                    stg_out1(addr, acc[off + 2 * h], OUT_K)
+                if n + 1 < N:
+                    stg_out1(addr + OUT_ITEM, acc[off + 2 * h + 1], OUT_K)
+
+
+# ---------------------------------------------------------------------------------------------
+# Rung 1: naive. One warp per 16x16 tile of C (two m16n8 fragments); each lane loads its own
+# fragment elements straight from global memory, following the fragment map.
+# ---------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def naive_kernel(dtype: str, out_dtype: str, ta: bool, tb: bool):
+    ITEM = _itemsize(dtype)
+    E = layout.elems_per_reg(ITEM)
+    KSTEP = 8 * E
+    MMA = _MMA[dtype]
+    LDG = ldg_u32 if ITEM == 4 else ldg_u16
+    OUT_K = OUT_KIND[out_dtype]
+    OUT_ITEM = 4 if OUT_K == 0 else 2
+
+    def mma_naive(A, B, C, M, N, K, lda, ldb, ldc):
+        fa = cuda.local.array(4, uint32)
+        fb = cuda.local.array(4, uint32)
+        acc = cuda.local.array(8, float32)
+        for i in range(8):
+            acc[i] = float32(0)
+        pa, pb, pacc = ptr(fa), ptr(fb), ptr(acc)
+        lane = cuda.threadIdx.x & 31
+        warp = cuda.threadIdx.x >> 5
+        m0 = cuda.blockIdx.y * 32 + (warp >> 1) * 16      # 4 warps: a 32x32 block of C
+        n0 = cuda.blockIdx.x * 32 + (warp & 1) * 16
+        for k0 in range(0, K, KSTEP):
+            for reg in range(4):
+                v = uint32(0)
+                for e in range(E):
+                    r, c = a_fragment(lane, reg, e, E)
+                    if m0 + r < M and k0 + c < K:
+                        v |= uint32(LDG(A + _elem(m0 + r, k0 + c, lda, ta) * ITEM)) << uint32(16 * e)
+                fa[reg] = v
+            for reg in range(4):                          # regs 0-1: columns n0.., 2-3: n0+8..
+                v = uint32(0)
+                for e in range(E):
+                    r, c = b_fragment(lane, reg & 1, e, E)
+                    n = n0 + 8 * (reg >> 1) + c
+                    if k0 + r < K and n < N:
+                        v |= uint32(LDG(B + _elem(k0 + r, n, ldb, tb) * ITEM)) << uint32(16 * e)
+                fb[reg] = v
+            MMA(pacc, 0, pa, 0, pb, 0)
+            MMA(pacc, 4, pa, 0, pb, 2)
+        for f in range(2):
+            _store_frag(C, ldc, M, N, acc, 4 * f, m0, n0 + 8 * f, lane, OUT_ITEM, OUT_K, False)
+
+    return kernel(mma_naive, launch_bounds=(128, 1), cache=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# Rungs 2-5: the tiled kernel and its pieces
+# ---------------------------------------------------------------------------------------------
+@device
+def _tile_thread(g, ld, r0, c0, nrows, ncols, CPR, EPC, ITEM, SWZ, tid):
+    """This thread's share of copying a stored tile whose element (0, 0) is global element
+    (r0, c0) of an nrows x ncols matrix (stored orientation, leading dimension ld): it copies
+    chunk tid % CPR of rows tid // CPR + v * (threads / CPR).
+
+    Returns what does not change from one K slice to the next, so that the main loop only adds
+    the slice's offset: (global address of the first chunk, its shared-memory offset, rows and
+    columns of the matrix left from it)."""
+    rt = tid // CPR
+    c = tid - rt * CPR
+    gaddr = g + ((r0 + rt) * ld + c0 + c * EPC) * ITEM
+    return gaddr, chunk_offset(rt, c, CPR, SWZ), nrows - r0 - rt, ncols - c0 - c * EPC
+
+
+@device
+def _copy_tile(sbase, srel, gaddr, vstride, rows_left, cols_left, ROWS, CPR, SWZ, ITEM, EPC,
+               vec, ASYNC, full, tid, NT):
+    """Copy one stored tile (ROWS rows of CPR 16-byte chunks) into shared memory at sbase, from
+    this thread's chunks at gaddr + v * vstride (see _tile_thread). Chunks outside the matrix are
+    zero-filled. vec (rows 16-byte aligned): one cp.async (or ld.global.v4 + st.shared.v4) per
+    chunk, reading only the bytes inside the matrix; otherwise element by element.
+    ``full`` (the whole tile lies inside the matrix, the same for the whole block): no checks."""
+    RSTEP = NT // CPR
+    if vec and full and RSTEP % 8 == 0:
+        for v in range(ROWS // RSTEP):
+            saddr = sbase + srel + v * (RSTEP * CPR * 16)
+            if ASYNC:
+                cp_async16(saddr, gaddr + v * vstride, 16)
+            else:
+                copy16(saddr, gaddr + v * vstride, 16)
+        return
+    nb = min(max(cols_left, 0), EPC) * ITEM
+    for v in range(ROWS // RSTEP):
+        if RSTEP % 8 == 0:           # every row this thread copies swizzles alike
+            saddr = sbase + srel + v * (RSTEP * CPR * 16)
+        else:
+            rt = tid // CPR
+            saddr = sbase + chunk_offset(rt + v * RSTEP, tid - rt * CPR, CPR, SWZ)
+        row_ok = v * RSTEP < rows_left
+        if vec:
+            n = nb if row_ok else 0                 # n == 0: nothing is read, 16 zeros written
+            if ASYNC:
+                cp_async16(saddr, gaddr + v * vstride, n)
+            else:
+                copy16(saddr, gaddr + v * vstride, n)
+        else:
+            for l in range(EPC):
+                x = uint32(0)
+                if row_ok and l < cols_left:
+                    a = gaddr + v * vstride + l * ITEM
+                    x = ldg_u32(a) if ITEM == 4 else ldg_u16(a)
+                if ITEM == 4:
+                    sts_u32(saddr + l * ITEM, x)
+                else:
+                    sts_u16(saddr + l * ITEM, x)
+
+
+@device
+def _frag_base(q, w0, lr, lc, KMAJOR, CPR, SWZ, EPC):
+    """Byte offset, in a stored tile, of the row this lane hands to ldmatrix for the fragment at
+    k-step q (k-major) or at 16-row group q of the warp tile (mn-major), the other index 0.
+
+    The other index moves the address by whole 8-row groups, which the swizzle (row % 8) does not
+    see, so the kernel adds it as a constant: per lane, only these few offsets are computed."""
+    if KMAJOR:
+        return chunk_offset(w0 + lr, 2 * q + lc, CPR, SWZ)
+    return chunk_offset(lr, (w0 + 16 * q) // EPC + lc, CPR, SWZ)
+
+
+@device
+def _load_a(i, pa, sA, ks, offa, wm0, lane, KMAJOR, CPR, SWZ, ITEM, EPC):
+    """A fragment i (rows wm0 + 16i..) of k-step ks into pa[4i..4i+3]."""
+    ROWS16 = 16 * CPR * 16                 # bytes of 16 stored rows
+    if KMAJOR:                             # stored [m][k]: ldmatrix
+        ldsm_x4(pa, 4 * i, sA + offa[ks] + i * ROWS16)
+    elif ITEM == 2:                        # stored [k][m]: ldmatrix.trans
+        ldsm_x4_t(pa, 4 * i, sA + offa[i] + ks * ROWS16)
+    else:                                  # tf32 stored [k][m]: 32-bit elements, one LDS each
+        for reg in range(4):
+            m, k = a_fragment(lane, reg, 0, 1)
+            col = wm0 + 16 * i + m
+            pa[4 * i + reg] = lds_u32(sA + chunk_offset(8 * ks + k, col >> 2, CPR, SWZ) + (col & 3) * 4)
+
+
+@device
+def _load_b(j, pb, sB, ks, offb, wn0, lane, KMAJOR, CPR, SWZ, ITEM, EPC):
+    """B fragments 2j and 2j+1 (columns wn0 + 16j..) of k-step ks into pb[4j..4j+3]."""
+    ROWS16 = 16 * CPR * 16
+    if KMAJOR:                             # stored [n][k]
+        ldsm_x4(pb, 4 * j, sB + offb[ks] + j * ROWS16)
+    elif ITEM == 2:                        # stored [k][n]
+        ldsm_x4_t(pb, 4 * j, sB + offb[j] + ks * ROWS16)
+    else:
+        for reg in range(4):
+            k, n = b_fragment(lane, reg & 1, 0, 1)
+            col = wn0 + 16 * j + 8 * (reg >> 1) + n
+            pb[4 * j + reg] = lds_u32(sB + chunk_offset(8 * ks + k, col >> 2, CPR, SWZ) + (col & 3) * 4)
+
+
+_load_a_all = unrolled(_load_a, 8)
+_load_b_all = unrolled(_load_b, 8)
+
+
+@device
+def _mma_one(t, pacc, pa, pb, NI, MMA):
+    i = t // NI
+    j = t - i * NI
+    MMA(pacc, 4 * t, pa, 4 * i, pb, 2 * j)
+
+
+_mma_all = unrolled(_mma_one, 64)
+
+
+@device
+def _kstep(ks, pacc, pa, pb, sA, sB, offa, offb, wm0, wn0, lane, MI, NI,
+           A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC, MMA):
+    _load_a_all(MI, pa, sA, ks, offa, wm0, lane, A_KM, A_CPR, SWZ, ITEM, EPC)
+    _load_b_all(NI // 2, pb, sB, ks, offb, wn0, lane, B_KM, B_CPR, SWZ, ITEM, EPC)
+    _mma_all(MI * NI, pacc, pa, pb, NI, MMA)
+
+
+_ksteps = unrolled(_kstep, 8)
+
+
+@device
+def _store_one(t, C, ldc, M, N, acc, m0, n0, lane, NI, OUT_ITEM, OUT_K, vc):
+    i = t // NI
+    j = t - i * NI
+    _store_frag(C, ldc, M, N, acc, 4 * t, m0 + 16 * i, n0 + 8 * j, lane, OUT_ITEM, OUT_K, vc)
+
+
+_store_all = unrolled(_store_one, 64)
+
+
+@device
+def _copy_slice(stage, k0, ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb, lda, ldb, full,
+                A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES, SWZ, ITEM, EPC, va, vb, ASYNC, tid, NT):
+    """K slice k0 of A and B into the stage at shared address ``stage``: K moves a k-major tile
+    along its columns and an mn-major tile along its rows."""
+    if A_KM:
+        _copy_tile(stage, sra, ga + k0 * ITEM, vsa, rla, cla - k0, A_ROWS, A_CPR, SWZ, ITEM, EPC, va, ASYNC, full, tid, NT)
+    else:
+        _copy_tile(stage, sra, ga + k0 * lda * ITEM, vsa, rla - k0, cla, A_ROWS, A_CPR, SWZ, ITEM, EPC, va, ASYNC, full, tid, NT)
+    if B_KM:
+        _copy_tile(stage + A_BYTES, srb, gb + k0 * ITEM, vsb, rlb, clb - k0, B_ROWS, B_CPR, SWZ, ITEM, EPC, vb, ASYNC, full, tid, NT)
+    else:
+        _copy_tile(stage + A_BYTES, srb, gb + k0 * ldb * ITEM, vsb, rlb - k0, clb, B_ROWS, B_CPR, SWZ, ITEM, EPC, vb, ASYNC, full, tid, NT)
+
+
+@functools.lru_cache(maxsize=None)
+def tiled_kernel(cfg: MmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool,
+                 va: bool, vb: bool, vc: bool):
+    """The kernel of rungs 2-5 for one configuration, precision, layout and alignment.
+
+    va/vb: the operand's rows are 16-byte aligned (chunk copies are legal); vc: C's adjacent
+    column pairs are aligned for one paired store."""
+    ITEM = _itemsize(dtype)
+    EPC = layout.elems_per_chunk(ITEM)
+    MMA = _MMA[dtype]
+    OUT_K = OUT_KIND[out_dtype]
+    OUT_ITEM = 4 if OUT_K == 0 else 2
+    BM, BN, WM, WN, NT = cfg.bm, cfg.bn, cfg.wm, cfg.wn, cfg.threads
+    BK = cfg.bk * 2 // ITEM                      # K elements per slice: 128 bytes per row
+    MI, NI, KSTEPS = WM // 16, WN // 8, cfg.bk * 2 // 32
+    WARPS_N = BN // WN
+    S, ASYNC, SWZ, GROUP = cfg.stages, cfg.async_copy, cfg.swizzle, max(cfg.group_m, 1)
+    A_KM, B_KM = not ta, tb                      # k-major: K is the contiguous dimension
+    A_ROWS, A_CPR = (BM, BK // EPC) if A_KM else (BK, BM // EPC)
+    B_ROWS, B_CPR = (BN, BK // EPC) if B_KM else (BK, BN // EPC)
+    A_BYTES = BM * BK * ITEM
+    STAGE = A_BYTES + BN * BK * ITEM
+    NACC, NFA, NFB = MI * NI * 4, MI * 4, NI * 2
+    QA = KSTEPS if A_KM else MI              # per-lane ldmatrix offsets (see _frag_base)
+    QB = KSTEPS if B_KM else NI // 2
+    MINB = cfg.min_blocks
+
+    def mma_tiled(A, B, C, M, N, K, lda, ldb, ldc):
+        smem = cuda.shared.array(0, uint32)       # dynamic: S stages of (A tile, B tile)
+        s0 = smem_addr(ptr(smem))
+        fa = cuda.local.array(NFA, uint32)
+        fb = cuda.local.array(NFB, uint32)
+        acc = cuda.local.array(NACC, float32)
+        for i in range(NACC):
+            acc[i] = float32(0)
+        pa, pb, pacc = ptr(fa), ptr(fb), ptr(acc)
+
+        tid = cuda.threadIdx.x
+        lane = tid & 31
+        warp = tid >> 5
+        wm0 = (warp // WARPS_N) * WM
+        wn0 = (warp % WARPS_N) * WN
+        alr, alc = layout.ldsm_a(lane, A_KM)
+        blr, blc = layout.ldsm_b(lane, B_KM)
+        offa = cuda.local.array(QA, int32)
+        offb = cuda.local.array(QB, int32)
+        for q in range(QA):
+            offa[q] = _frag_base(q, wm0, alr, alc, A_KM, A_CPR, SWZ, EPC)
+        for q in range(QB):
+            offb[q] = _frag_base(q, wn0, blr, blc, B_KM, B_CPR, SWZ, EPC)
+
+        # block -> tile, in groups of GROUP block rows (consecutive blocks share B tiles in L2)
+        grid_m = (M + BM - 1) // BM
+        grid_n = (N + BN - 1) // BN
+        pid = cuda.blockIdx.x
+        per_group = GROUP * grid_n
+        first_m = (pid // per_group) * GROUP
+        rows_here = min(grid_m - first_m, GROUP)
+        bm0 = (first_m + (pid % per_group) % rows_here) * BM
+        bn0 = ((pid % per_group) // rows_here) * BN
+        ntiles = (K + BK - 1) // BK
+
+        # per-thread copy state (the K offset of slice t is added in _copy_slice)
+        if A_KM:
+            ga, sra, rla, cla = _tile_thread(A, lda, bm0, 0, M, K, A_CPR, EPC, ITEM, SWZ, tid)
+        else:
+            ga, sra, rla, cla = _tile_thread(A, lda, 0, bm0, K, M, A_CPR, EPC, ITEM, SWZ, tid)
+        if B_KM:
+            gb, srb, rlb, clb = _tile_thread(B, ldb, bn0, 0, N, K, B_CPR, EPC, ITEM, SWZ, tid)
+        else:
+            gb, srb, rlb, clb = _tile_thread(B, ldb, 0, bn0, K, N, B_CPR, EPC, ITEM, SWZ, tid)
+        inner = bm0 + BM <= M and bn0 + BN <= N      # the block's tiles lie inside A and B
+        vsa = (NT // A_CPR) * lda * ITEM
+        vsb = (NT // B_CPR) * ldb * ITEM
+
+        if ASYNC:
+            for s in range(S - 1):                # prologue: S - 1 slices in flight
+                if s < ntiles:
+                    _copy_slice(s0 + s * STAGE, s * BK, ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb,
+                                lda, ldb, inner and (s + 1) * BK <= K, A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES, SWZ, ITEM, EPC,
+                                va, vb, ASYNC, tid, NT)
+                cp_async_commit()
+            rd = 0                                # stage holding slice t
+            wr = S - 1                            # stage slice t + S - 1 goes to
+            for t in range(ntiles):
+                cp_async_wait(S - 2)              # slice t has landed (for this thread) ...
+                cuda.syncthreads()                # ... for all threads; slice t-1 is consumed
+                nt = t + S - 1
+                if nt < ntiles:                   # refill the stage slice t-1 used
+                    _copy_slice(s0 + wr * STAGE, nt * BK, ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb,
+                                lda, ldb, inner and (nt + 1) * BK <= K, A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES, SWZ, ITEM, EPC,
+                                va, vb, ASYNC, tid, NT)
+                cp_async_commit()
+                sa = s0 + rd * STAGE
+                _ksteps(KSTEPS, pacc, pa, pb, sa, sa + A_BYTES, offa, offb, wm0, wn0, lane,
+                        MI, NI, A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC, MMA)
+                rd = 0 if rd == S - 1 else rd + 1
+                wr = 0 if wr == S - 1 else wr + 1
+            cp_async_wait(0)
+        else:
+            for t in range(ntiles):
+                _copy_slice(s0, t * BK, ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb,
+                            lda, ldb, inner and (t + 1) * BK <= K, A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES, SWZ, ITEM, EPC,
+                            va, vb, ASYNC, tid, NT)
+                cuda.syncthreads()
+                _ksteps(KSTEPS, pacc, pa, pb, s0, s0 + A_BYTES, offa, offb, wm0, wn0, lane,
+                        MI, NI, A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC, MMA)
+                cuda.syncthreads()
+
+        if MINB > 0:    # (reads MINB so that launch bounds enter Numba's cache key; always true)
+            _store_all(MI * NI, C, ldc, M, N, acc, bm0 + wm0, bn0 + wn0, lane, NI, OUT_ITEM, OUT_K, vc)
+
+    return kernel(mma_tiled, launch_bounds=(NT, MINB), cache=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# Host side: launches and the rung table
+# ---------------------------------------------------------------------------------------------
+SIGNATURE = ("int64",) * 9      # A, B, C addresses; M, N, K; lda, ldb, ldc
+
+
+def _args(a, b, c):
+    return (a.ptr, b.ptr, c.ptr, c.rows, c.cols, a.cols, a.ld, b.ld, c.ld)
+
+
+def _pairs_aligned(c) -> bool:
+    """Adjacent columns of C can be written as one 2-element store."""
+    return c.ptr % (2 * c.itemsize) == 0 and c.ld % 2 == 0
+
+
+def _launch_naive(a, b, c, stream):
+    k = naive_kernel(compute_dtype(a.dtype), c.dtype, a.trans, b.trans)
+    k[(_cdiv(c.cols, 32), _cdiv(c.rows, 32)), 128, stream](*_args(a, b, c))
+
+
+def grid_size(cfg: MmaConfig, m: int, n: int) -> int:
+    return _cdiv(m, cfg.bm) * _cdiv(n, cfg.bn)
+
+
+def _launch_tiled(cfg: MmaConfig):
+    from .link import enable_dynamic_smem
+
+    def launch(a, b, c, stream):
+        k = tiled_kernel(cfg, compute_dtype(a.dtype), c.dtype, a.trans, b.trans,
+                         a.aligned16, b.aligned16, _pairs_aligned(c))
+        enable_dynamic_smem(k, SIGNATURE, cfg.smem_bytes)
+        k[grid_size(cfg, c.rows, c.cols), cfg.threads, stream, cfg.smem_bytes](*_args(a, b, c))
+    launch.config = cfg
+    return launch
+
+
+# Rungs 2-4 share one block shape, so each differs from the one below by its note only: 128x128
+# block tiles, four warps of 64x64, two blocks per SM.
+RUNG2 = MmaConfig(bm=128, bn=128, wm=64, wn=64, swizzle=False, min_blocks=2)
+RUNG3 = RUNG2.replace(swizzle=True)
+RUNG4 = RUNG3.replace(async_copy=True)
+RUNG5 = MmaConfig(bm=128, bn=256, wm=64, wn=64, async_copy=True, min_blocks=1, group_m=8)
+
+_TC = ("float16", "bfloat16", "tf32")
+_OUT = ("float32", "float16", "bfloat16")
+_SM80 = (8, 0)
+RUNGS = [
+    Variant("mma_naive", "mma", 1, _TC, _SM80, "one warp per 16x16 tile of C: each lane loads its "
+            "mma.sync fragments straight from global memory, following the fragment map",
+            _launch_naive, None, _OUT),
+    Variant("mma_smem", "mma", 2, _TC, _SM80, "128x128x64 tiles staged in shared memory with "
+            "16-byte copies; warps read 64x64 fragments with ldmatrix (8-way bank conflicts: rows "
+            "are 128 bytes apart)", _launch_tiled(RUNG2), RUNG2, _OUT),
+    Variant("mma_swizzle", "mma", 3, _TC, _SM80, "XOR swizzle of 16-byte chunks (chunk ^ row % 8): "
+            "each ldmatrix phase hits all 32 banks, with no padding", _launch_tiled(RUNG3), RUNG3, _OUT),
+    Variant("pipelined", "mma", 4, _TC, _SM80, "cp.async multi-stage pipeline (stages from the "
+            "shared-memory budget): loads of later K slices fly while tensor cores work",
+            _launch_tiled(RUNG4), RUNG4, _OUT),
+    Variant("mma_tuned", "mma", 5, _TC, _SM80, "128x256 tiles (8 warps of 64x64), 4 stages, one "
+            "block per SM, blocks ordered in groups of 8 rows for L2 reuse", _launch_tiled(RUNG5), RUNG5, _OUT),
+]
