@@ -1,5 +1,6 @@
-"""One launch of a variant, for Nsight Compute:
-    ncu --clock-control none -k regex:tiled -c 1 python benchmarks/profile_one.py warptile 4096"""
+"""One launch of a variant, for Nsight Compute or compute-sanitizer:
+    ncu --clock-control none -k regex:tiled -c 1 python benchmarks/profile_one.py warptile 4096
+    python benchmarks/profile_one.py pipelined 8192 bfloat16 [NN|NT|TN|TT] [M N K]"""
 import sys
 
 import torch
@@ -7,7 +8,12 @@ import torch
 import numba_tc
 
 name, n = sys.argv[1], int(sys.argv[2])
-a, b = torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")
-c = torch.empty(n, n, device="cuda")
+dtype = sys.argv[3] if len(sys.argv) > 3 else "float32"
+layout = sys.argv[4] if len(sys.argv) > 4 else "NN"
+m, n, k = (int(x) for x in sys.argv[5:8]) if len(sys.argv) > 7 else (n, n, n)
+tdt = getattr(torch, "float32" if dtype == "tf32" else dtype)
+a = torch.randn(k, m, device="cuda", dtype=tdt).T if layout[0] == "T" else torch.randn(m, k, device="cuda", dtype=tdt)
+b = torch.randn(n, k, device="cuda", dtype=tdt).T if layout[1] == "T" else torch.randn(k, n, device="cuda", dtype=tdt)
+c = torch.empty(m, n, device="cuda", dtype=tdt)
 numba_tc.gemm(a, b, variant=name, out=c)
 torch.cuda.synchronize()

@@ -306,7 +306,7 @@ RUNG3 = SimtConfig(bm=32, bn=32, bk=32, threads=1024)
 RUNG4 = SimtConfig(bm=64, bn=64, bk=8, tm=8, tn=1, threads=512)
 RUNG5 = SimtConfig(bm=128, bn=128, bk=8, tm=8, tn=8, threads=256)
 RUNG6 = RUNG5.replace(a_kmajor=True, vector_loads=True)
-# Rung 7 as tuned on the H100 (benchmarks/tune_simt.py, results/tune_simt_h100.json): 128x64 block
+# Rung 7 as tuned on the H100 (benchmarks/tune.py simt, results/tune_simt_h100.json): 128x64 block
 # tiles of four 64x32 warp tiles, 3 blocks per SM (<= 168 registers, no spills).
 RUNG7 = SimtConfig(bm=128, bn=64, bk=16, tm=4, tn=4, threads=128, warptile=True, wm=64, wn=32,
                    wniter=2, a_kmajor=True, a_pad=4, vector_loads=True, stages=2, min_blocks=3)

@@ -1,0 +1,74 @@
+"""Time candidate tile configurations side by side with cuBLAS.
+
+    python benchmarks/tune.py simt --sizes 4096 [--json out.json]
+    python benchmarks/tune.py mma --dtype bfloat16 --sizes 4096 8192
+
+Each candidate is registered as a variant named ``tune_<i>``, so it goes through the same
+checks and timing as the ladder; the winner becomes the rung's configuration by hand
+(``simt.RUNG7``, ``tensorcore.RUNG5``), with the numbers.
+"""
+import argparse
+import sys
+
+import numba_tc
+from numba_tc import bench, simt, tensorcore
+from numba_tc.config import ConfigError, MmaConfig, SimtConfig, Variant
+
+SIMT_BASE = dict(bm=128, bn=128, threads=256, warptile=True, a_kmajor=True, vector_loads=True, stages=2)
+SIMT = [
+    dict(bk=16, tm=4, tn=4, wm=64, wn=32, wniter=2, min_blocks=1, a_pad=4),
+    dict(bk=16, tm=4, tn=4, wm=64, wn=32, wniter=2, min_blocks=2, a_pad=4),
+    dict(bk=16, tm=4, tn=4, wm=64, wn=32, wniter=2, min_blocks=3, bn=64, threads=128, a_pad=4),
+    dict(bk=16, tm=4, tn=4, wm=64, wn=32, wniter=2, min_blocks=4, bn=64, threads=128, a_pad=4),
+    dict(bk=32, tm=4, tn=4, wm=64, wn=32, wniter=2, min_blocks=3, bn=64, threads=128),
+    dict(bk=16, tm=4, tn=4, wm=32, wn=64, wniter=4, min_blocks=3, bm=64, threads=128),
+    dict(bk=16, tm=8, tn=4, wm=64, wn=32, wniter=2, min_blocks=2, a_pad=4),
+    dict(bk=8, tm=4, tn=4, wm=64, wn=32, wniter=2, min_blocks=2, a_pad=4),
+]
+MMA_BASE = dict(async_copy=True, group_m=8)
+MMA = [
+    dict(bm=128, bn=256, wm=64, wn=64, min_blocks=1),
+    dict(bm=256, bn=128, wm=64, wn=64, min_blocks=1),
+    dict(bm=128, bn=128, wm=64, wn=64, min_blocks=2),
+    dict(bm=128, bn=256, wm=64, wn=64, min_blocks=1, max_stages=3),
+    dict(bm=256, bn=128, wm=128, wn=32, min_blocks=1),
+    dict(bm=128, bn=256, wm=32, wn=128, min_blocks=1),
+    dict(bm=64, bn=256, wm=64, wn=64, min_blocks=2),
+    dict(bm=128, bn=128, wm=64, wn=64, min_blocks=2, group_m=1),
+]
+LADDERS = {"simt": (SimtConfig, SIMT_BASE, SIMT, lambda cfg: simt._launch_tiled(7, cfg), ("float32",), (3, 5)),
+           "mma": (MmaConfig, MMA_BASE, MMA, tensorcore._launch_tiled, ("float16", "bfloat16", "tf32"), (8, 0))}
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("ladder", choices=sorted(LADDERS))
+    p.add_argument("--sizes", nargs="*", type=int, default=[4096])
+    p.add_argument("--dtype", default=None)
+    p.add_argument("--only", nargs="*", type=int, help="candidate indices to run")
+    p.add_argument("--json")
+    args = p.parse_args()
+    cls, base, cands, launcher, dtypes, cc = LADDERS[args.ladder]
+    dtype = args.dtype or dtypes[0]
+    names = []
+    for i, c in enumerate(cands):
+        if args.only and i not in args.only:
+            continue
+        try:
+            cfg = cls(**dict(base, **c))
+        except ConfigError as e:
+            print(f"tune_{i}: invalid ({e})")
+            continue
+        numba_tc.register(Variant(f"tune_{i}", args.ladder, 70 + i, dtypes, cc, str(c), launcher(cfg), cfg,
+                                  ("float32", "float16", "bfloat16")))
+        names.append(f"tune_{i}")
+        print(f"tune_{i}: {c}  smem={cfg.smem_bytes}B stages={getattr(cfg, 'stages', '')}")
+    recs = bench.run(names, [(s, s, s) for s in args.sizes], dtype=dtype, command=" ".join(sys.argv),
+                     progress=False)
+    print(bench.table(recs))
+    if args.json:
+        bench.merge_records(args.json, recs)
+
+
+if __name__ == "__main__":
+    main()
