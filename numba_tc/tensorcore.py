@@ -150,21 +150,16 @@ def _tile_thread(g, ld, r0, c0, nrows, ncols, CPR, EPC, ITEM, SWZ, tid):
 
 
 @device
-def _copy_tile(part, NPARTS, sbase, srel, gaddr, vstride, rows_left, cols_left, ROWS, CPR, SWZ,
-               ITEM, EPC, vec, ASYNC, full, tid, NT):
+def _copy_tile(sbase, srel, gaddr, vstride, rows_left, cols_left, ROWS, CPR, SWZ, ITEM, EPC,
+               vec, ASYNC, full, tid, NT):
     """Copy one stored tile (ROWS rows of CPR 16-byte chunks) into shared memory at sbase, from
     this thread's chunks at gaddr + v * vstride (see _tile_thread). Chunks outside the matrix are
     zero-filled. vec (rows 16-byte aligned): one cp.async (or ld.global.v4 + st.shared.v4) per
     chunk, reading only the bytes inside the matrix; otherwise element by element.
-    ``full`` (the whole tile lies inside the matrix, the same for the whole block): no checks.
-    Only this thread's chunks of ``part`` out of NPARTS are copied (the pipelined rungs spread
-    a slice's copies over the k-steps, between tensor-core instructions)."""
+    ``full`` (the whole tile lies inside the matrix, the same for the whole block): no checks."""
     RSTEP = NT // CPR
-    NV = ROWS // RSTEP
-    lo = (NV * part) // NPARTS
-    hi = (NV * (part + 1)) // NPARTS
     if vec and full and RSTEP % 8 == 0:
-        for v in range(lo, hi):
+        for v in range(ROWS // RSTEP):
             saddr = sbase + srel + v * (RSTEP * CPR * 16)
             if ASYNC:
                 cp_async16(saddr, gaddr + v * vstride, 16)
@@ -172,7 +167,7 @@ def _copy_tile(part, NPARTS, sbase, srel, gaddr, vstride, rows_left, cols_left, 
                 copy16(saddr, gaddr + v * vstride, 16)
         return
     nb = min(max(cols_left, 0), EPC) * ITEM
-    for v in range(lo, hi):
+    for v in range(ROWS // RSTEP):
         if RSTEP % 8 == 0:           # every row this thread copies swizzles alike
             saddr = sbase + srel + v * (RSTEP * CPR * 16)
         else:
@@ -254,17 +249,10 @@ _mma_all = unrolled(_mma_one, 64)
 
 
 @device
-def _kstep(ks, pacc, pa, pb, sA, sB, offa, offb, wm0, wn0, lane, MI, NI, KSTEPS,
-           A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC, MMA,
-           copy, stage, k0, full, cs, lda, ldb, A_ROWS, B_ROWS, A_BYTES, va, vb, tid, NT):
-    """One mma k-step of the warp tile: fragments by ldmatrix, then MI x NI mma.sync. With
-    ``copy``, also this k-step's share of the cp.async copies of a later slice, so that the
-    copies issue between tensor-core instructions instead of in a burst after the barrier."""
+def _kstep(ks, pacc, pa, pb, sA, sB, offa, offb, wm0, wn0, lane, MI, NI,
+           A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC, MMA):
     _load_a_all(MI, pa, sA, ks, offa, wm0, lane, A_KM, A_CPR, SWZ, ITEM, EPC)
     _load_b_all(NI // 2, pb, sB, ks, offb, wn0, lane, B_KM, B_CPR, SWZ, ITEM, EPC)
-    if copy:
-        _copy_slice(ks, KSTEPS, stage, k0, cs, lda, ldb, full, A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR,
-                    A_BYTES, SWZ, ITEM, EPC, va, vb, True, tid, NT)
     _mma_all(MI * NI, pacc, pa, pb, NI, MMA)
 
 
@@ -282,20 +270,18 @@ _store_all = unrolled(_store_one, 64)
 
 
 @device
-def _copy_slice(part, NPARTS, stage, k0, cs, lda, ldb, full,
+def _copy_slice(stage, k0, ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb, lda, ldb, full,
                 A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES, SWZ, ITEM, EPC, va, vb, ASYNC, tid, NT):
-    """Part ``part`` of NPARTS of K slice k0 of A and B into the stage at shared address
-    ``stage``: K moves a k-major tile along its columns and an mn-major tile along its rows.
-    ``cs`` is the per-thread copy state from _tile_thread, for A then B."""
-    ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb = cs
+    """K slice k0 of A and B into the stage at shared address ``stage``: K moves a k-major tile
+    along its columns and an mn-major tile along its rows."""
     if A_KM:
-        _copy_tile(part, NPARTS, stage, sra, ga + k0 * ITEM, vsa, rla, cla - k0, A_ROWS, A_CPR, SWZ, ITEM, EPC, va, ASYNC, full, tid, NT)
+        _copy_tile(stage, sra, ga + k0 * ITEM, vsa, rla, cla - k0, A_ROWS, A_CPR, SWZ, ITEM, EPC, va, ASYNC, full, tid, NT)
     else:
-        _copy_tile(part, NPARTS, stage, sra, ga + k0 * lda * ITEM, vsa, rla - k0, cla, A_ROWS, A_CPR, SWZ, ITEM, EPC, va, ASYNC, full, tid, NT)
+        _copy_tile(stage, sra, ga + k0 * lda * ITEM, vsa, rla - k0, cla, A_ROWS, A_CPR, SWZ, ITEM, EPC, va, ASYNC, full, tid, NT)
     if B_KM:
-        _copy_tile(part, NPARTS, stage + A_BYTES, srb, gb + k0 * ITEM, vsb, rlb, clb - k0, B_ROWS, B_CPR, SWZ, ITEM, EPC, vb, ASYNC, full, tid, NT)
+        _copy_tile(stage + A_BYTES, srb, gb + k0 * ITEM, vsb, rlb, clb - k0, B_ROWS, B_CPR, SWZ, ITEM, EPC, vb, ASYNC, full, tid, NT)
     else:
-        _copy_tile(part, NPARTS, stage + A_BYTES, srb, gb + k0 * ldb * ITEM, vsb, rlb - k0, clb, B_ROWS, B_CPR, SWZ, ITEM, EPC, vb, ASYNC, full, tid, NT)
+        _copy_tile(stage + A_BYTES, srb, gb + k0 * ldb * ITEM, vsb, rlb - k0, clb, B_ROWS, B_CPR, SWZ, ITEM, EPC, vb, ASYNC, full, tid, NT)
 
 
 @functools.lru_cache(maxsize=None)
@@ -370,43 +356,41 @@ def tiled_kernel(cfg: MmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool,
         else:
             gb, srb, rlb, clb = _tile_thread(B, ldb, 0, bn0, K, N, B_CPR, EPC, ITEM, SWZ, tid)
         inner = bm0 + BM <= M and bn0 + BN <= N      # the block's tiles lie inside A and B
-        cs = (ga, sra, (NT // A_CPR) * lda * ITEM, rla, cla, gb, srb, (NT // B_CPR) * ldb * ITEM, rlb, clb)
+        vsa = (NT // A_CPR) * lda * ITEM
+        vsb = (NT // B_CPR) * ldb * ITEM
 
         if ASYNC:
             for s in range(S - 1):                # prologue: S - 1 slices in flight
-                full = inner and (s + 1) * BK <= K      # (Numba wants control flow outside calls)
                 if s < ntiles:
-                    _copy_slice(0, 1, s0 + s * STAGE, s * BK, cs, lda, ldb, full,
-                                A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES, SWZ, ITEM, EPC,
-                                va, vb, True, tid, NT)
+                    _copy_slice(s0 + s * STAGE, s * BK, ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb,
+                                lda, ldb, inner and (s + 1) * BK <= K, A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES, SWZ, ITEM, EPC,
+                                va, vb, ASYNC, tid, NT)
                 cp_async_commit()
             rd = 0                                # stage holding slice t
             wr = S - 1                            # stage slice t + S - 1 goes to
             for t in range(ntiles):
                 cp_async_wait(S - 2)              # slice t has landed (for this thread) ...
                 cuda.syncthreads()                # ... for all threads; slice t-1 is consumed
-                nt = t + S - 1                    # refill the stage slice t-1 used, a part per k-step
-                refill = nt < ntiles
-                full = inner and (nt + 1) * BK <= K
-                sa = s0 + rd * STAGE
-                _ksteps(KSTEPS, pacc, pa, pb, sa, sa + A_BYTES, offa, offb, wm0, wn0, lane, MI, NI, KSTEPS,
-                        A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC, MMA,
-                        refill, s0 + wr * STAGE, nt * BK, full, cs, lda, ldb,
-                        A_ROWS, B_ROWS, A_BYTES, va, vb, tid, NT)
+                nt = t + S - 1
+                if nt < ntiles:                   # refill the stage slice t-1 used
+                    _copy_slice(s0 + wr * STAGE, nt * BK, ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb,
+                                lda, ldb, inner and (nt + 1) * BK <= K, A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES, SWZ, ITEM, EPC,
+                                va, vb, ASYNC, tid, NT)
                 cp_async_commit()
+                sa = s0 + rd * STAGE
+                _ksteps(KSTEPS, pacc, pa, pb, sa, sa + A_BYTES, offa, offb, wm0, wn0, lane,
+                        MI, NI, A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC, MMA)
                 rd = 0 if rd == S - 1 else rd + 1
                 wr = 0 if wr == S - 1 else wr + 1
             cp_async_wait(0)
         else:
             for t in range(ntiles):
-                full = inner and (t + 1) * BK <= K
-                _copy_slice(0, 1, s0, t * BK, cs, lda, ldb, full,
-                            A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES, SWZ, ITEM, EPC,
-                            va, vb, False, tid, NT)
+                _copy_slice(s0, t * BK, ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb,
+                            lda, ldb, inner and (t + 1) * BK <= K, A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES, SWZ, ITEM, EPC,
+                            va, vb, ASYNC, tid, NT)
                 cuda.syncthreads()
-                _ksteps(KSTEPS, pacc, pa, pb, s0, s0 + A_BYTES, offa, offb, wm0, wn0, lane, MI, NI, KSTEPS,
-                        A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC, MMA,
-                        False, s0, 0, False, cs, lda, ldb, A_ROWS, B_ROWS, A_BYTES, va, vb, tid, NT)
+                _ksteps(KSTEPS, pacc, pa, pb, s0, s0 + A_BYTES, offa, offb, wm0, wn0, lane,
+                        MI, NI, A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC, MMA)
                 cuda.syncthreads()
 
         if MINB > 0:    # (reads MINB so that launch bounds enter Numba's cache key; always true)
