@@ -183,8 +183,9 @@ class MmaConfig:
     def smem_bytes(self) -> int:
         return self.stages * self.stage_bytes
 
-    def mma_tiles(self, itemsize: int):
-        """(MI, NI, KSTEPS): m16 and n8 fragments per warp tile, mma k-steps per bk slice."""
+    def mma_tiles(self):
+        """(MI, NI, KSTEPS): m16 and n8 fragments per warp tile, mma k-steps per 128-byte K slice
+        (k16 steps for 16-bit inputs, k8 for tf32: the same count)."""
         return self.wm // 16, self.wn // 8, (self.bk * 2) // 32
 
     def validate(self) -> None:

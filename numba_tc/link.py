@@ -159,7 +159,7 @@ _SMEM_READY: dict = {}
 def kernel_handle(dispatcher, sig):
     """The driver handle (CUkernel) of a compiled Numba kernel, compiling it for ``sig`` if needed.
     (A private path of numba-cuda 0.30; this is the one place that knows it.)"""
-    kern = dispatcher.compile(tuple(getattr(types, t) if isinstance(t, str) else t for t in sig))
+    kern = dispatcher.compile(tuple(sig))
     return kern._codelibrary.get_cufunc().handle
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 
-from numba import cuda, float32, int32, uint32
+from numba import cuda, float32, int32, int64, uint32
 
 from . import layout
 from .config import MmaConfig, Variant
@@ -298,7 +298,7 @@ def tiled_kernel(cfg: MmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool,
     OUT_ITEM = 4 if OUT_K == 0 else 2
     BM, BN, WM, WN, NT = cfg.bm, cfg.bn, cfg.wm, cfg.wn, cfg.threads
     BK = cfg.bk * 2 // ITEM                      # K elements per slice: 128 bytes per row
-    MI, NI, KSTEPS = WM // 16, WN // 8, cfg.bk * 2 // 32
+    MI, NI, KSTEPS = cfg.mma_tiles()
     WARPS_N = BN // WN
     S, ASYNC, SWZ, GROUP = cfg.stages, cfg.async_copy, cfg.swizzle, max(cfg.group_m, 1)
     A_KM, B_KM = not ta, tb                      # k-major: K is the contiguous dimension
@@ -402,7 +402,7 @@ def tiled_kernel(cfg: MmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool,
 # ---------------------------------------------------------------------------------------------
 # Host side: launches and the rung table
 # ---------------------------------------------------------------------------------------------
-SIGNATURE = ("int64",) * 9      # A, B, C addresses; M, N, K; lda, ldb, ldc
+SIGNATURE = (int64,) * 9        # A, B, C addresses; M, N, K; lda, ldb, ldc
 
 
 def _args(a, b, c):
@@ -440,7 +440,9 @@ def _launch_tiled(cfg: MmaConfig):
 RUNG2 = MmaConfig(bm=128, bn=128, wm=64, wn=64, swizzle=False, min_blocks=2)
 RUNG3 = RUNG2.replace(swizzle=True)
 RUNG4 = RUNG3.replace(async_copy=True)
-RUNG5 = MmaConfig(bm=128, bn=256, wm=64, wn=64, async_copy=True, min_blocks=1, group_m=8)
+# Rung 5 as tuned on the H100 (benchmarks/tune.py mma, results/tune_mma_h100.json): 256x128 tiles
+# of eight 64x64 warp tiles, 4 stages (192 KiB), one block per SM.
+RUNG5 = MmaConfig(bm=256, bn=128, wm=64, wn=64, async_copy=True, min_blocks=1, group_m=8)
 
 _TC = ("float16", "bfloat16", "tf32")
 _OUT = ("float32", "float16", "bfloat16")
@@ -457,6 +459,6 @@ RUNGS = [
     Variant("pipelined", "mma", 4, _TC, _SM80, "cp.async multi-stage pipeline (stages from the "
             "shared-memory budget): loads of later K slices fly while tensor cores work",
             _launch_tiled(RUNG4), RUNG4, _OUT),
-    Variant("mma_tuned", "mma", 5, _TC, _SM80, "128x256 tiles (8 warps of 64x64), 4 stages, one "
+    Variant("mma_tuned", "mma", 5, _TC, _SM80, "256x128 tiles (8 warps of 64x64), 4 stages, one "
             "block per SM, blocks ordered in groups of 8 rows for L2 reuse", _launch_tiled(RUNG5), RUNG5, _OUT),
 ]

@@ -100,19 +100,24 @@ extern "C" __device__ int cp_async_wait(int* ret, int n) {
 // The synchronous twin of cp_async16 (rungs without cp.async): a 16-byte global load through
 // registers (ld.global.v4, PTX ISA 9.7.9.8) and a 16-byte shared store, same zero-fill rule.
 extern "C" __device__ int copy16(int* ret, int saddr, i64 gaddr, int src_bytes) {
-    u32 x = 0, y = 0, z = 0, w = 0;
+    u32 x = 0, y = 0, z = 0, ww = 0;
     if (src_bytes >= 16) {
         asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-                     : "=r"(x), "=r"(y), "=r"(z), "=r"(w) : "l"(gaddr));
-    } else if (src_bytes > 0) {
-        u32 v[4] = {0, 0, 0, 0};
-        const unsigned char* s = (const unsigned char*)gaddr;
-        unsigned char* t = (unsigned char*)v;
-        for (int i = 0; i < src_bytes; ++i) t[i] = s[i];
-        x = v[0]; y = v[1]; z = v[2]; w = v[3];
+                     : "=r"(x), "=r"(y), "=r"(z), "=r"(ww) : "l"(gaddr));
+    } else if (src_bytes > 0) {            // a partial chunk: 2-byte pieces (elements are 2 or 4 bytes)
+        u32 w[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {          // unrolled: w[] stays in registers
+            if (2 * i < src_bytes) {
+                unsigned short h;
+                asm volatile("ld.global.u16 %0, [%1];\n" : "=h"(h) : "l"(gaddr + 2 * i));
+                w[i >> 1] |= (u32)h << (16 * (i & 1));
+            }
+        }
+        x = w[0]; y = w[1]; z = w[2]; ww = w[3];
     }
     asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};\n"
-                 :: "r"(saddr), "r"(x), "r"(y), "r"(z), "r"(w) : "memory");
+                 :: "r"(saddr), "r"(x), "r"(y), "r"(z), "r"(ww) : "memory");
     return 0;
 }
 

@@ -1,0 +1,119 @@
+"""The layout facts of numba_tc.layout, checked against the PTX ISA's definitions (no GPU).
+
+ldmatrix is emulated in NumPy from its PTX ISA description (9.7.14.5.15): lane l gives the address
+of row l % 8 of matrix l // 8; without .trans, lane t receives elements (t // 4, 2(t % 4) + {0,1})
+of each matrix; with .trans, elements (2(t % 4) + {0,1}, t // 4). The kernels load fragments with
+exactly these lane addresses, so if the emulation reproduces the fragment maps of mma.sync
+(9.7.14.5.8), the kernels' fragments are right by construction.
+"""
+import itertools
+
+import numpy as np
+import pytest
+
+from numba_tc import layout, tensorcore
+
+
+def _ldmatrix_x4(stored, rows_chunks, itemsize, trans):
+    """Emulated ldmatrix.x4 on a stored tile of coordinates: returns regs[lane][j] = list of the
+    elements (each a coordinate tuple) in register j of lane."""
+    epc = layout.elems_per_chunk(itemsize)
+    E = layout.elems_per_reg(itemsize)
+    mats = []
+    for j in range(4):
+        rows = []
+        for r in range(8):
+            row, chunk = rows_chunks[8 * j + r]
+            rows.append(stored[row][chunk * epc:(chunk + 1) * epc])
+        mats.append(rows)                      # 8 rows x 8 b16 (= 4 tf32 words)
+    regs = {}
+    for t in range(32):
+        for j in range(4):
+            if not trans:
+                regs[t, j] = [mats[j][t // 4][(t % 4) * E + e] for e in range(E)]
+            else:
+                assert itemsize == 2, "ldmatrix.trans moves 16-bit elements"
+                regs[t, j] = [mats[j][2 * (t % 4) + e][t // 4] for e in range(2)]
+    return regs
+
+
+def _stored(rows, cols, coord):
+    return [[coord(r, c) for c in range(cols)] for r in range(rows)]
+
+
+@pytest.mark.parametrize("itemsize,kmajor", [(2, True), (2, False), (4, True)])
+def test_ldmatrix_addresses_give_the_a_fragment(itemsize, kmajor):
+    E = layout.elems_per_reg(itemsize)
+    K = 8 * E                                   # k16 (16-bit) or k8 (tf32)
+    if kmajor:                                  # stored [m][k]
+        stored = _stored(16, K, lambda r, c: (r, c))
+    else:                                       # stored [k][m]
+        stored = _stored(K, 16, lambda r, c: (c, r))
+    regs = _ldmatrix_x4(stored, [layout.ldsm_a(l, kmajor) for l in range(32)], itemsize, not kmajor)
+    for lane, j, e in itertools.product(range(32), range(4), range(E)):
+        assert regs[lane, j][e] == layout.a_fragment(lane, j, e, E), (lane, j, e)
+
+
+@pytest.mark.parametrize("itemsize,kmajor", [(2, True), (2, False), (4, True)])
+def test_ldmatrix_addresses_give_two_b_fragments(itemsize, kmajor):
+    E = layout.elems_per_reg(itemsize)
+    K = 8 * E
+    if kmajor:                                  # stored [n][k], 16 columns of C
+        stored = _stored(16, K, lambda r, c: (c, r))
+    else:                                       # stored [k][n]
+        stored = _stored(K, 16, lambda r, c: (r, c))
+    regs = _ldmatrix_x4(stored, [layout.ldsm_b(l, kmajor) for l in range(32)], itemsize, not kmajor)
+    for lane, j, e in itertools.product(range(32), range(4), range(E)):
+        k, n = layout.b_fragment(lane, j % 2, e, E)
+        assert regs[lane, j][e] == (k, n + 8 * (j // 2)), (lane, j, e)
+
+
+def test_fragment_maps_cover_each_tile_once():
+    for E in (1, 2):
+        a = {layout.a_fragment(l, r, e, E) for l in range(32) for r in range(4) for e in range(E)}
+        assert a == {(m, k) for m in range(16) for k in range(8 * E)}
+        b = {layout.b_fragment(l, r, e, E) for l in range(32) for r in range(2) for e in range(E)}
+        assert b == {(k, n) for k in range(8 * E) for n in range(8)}
+    c = {layout.c_fragment(l, i) for l in range(32) for i in range(4)}
+    assert c == {(m, n) for m in range(16) for n in range(8)}
+    assert layout.mma_shape(2) == (16, 8, 16) and layout.mma_shape(4) == (16, 8, 8)
+
+
+@pytest.mark.parametrize("cpr", [8, 16, 32])
+def test_swizzle_is_a_bijection_within_each_row(cpr):
+    for r in range(64):
+        got = sorted(layout.chunk_offset(r, c, cpr, True) for c in range(cpr))
+        assert got == [(r * cpr + c) * 16 for c in range(cpr)]
+
+
+def _phase_banks(cfg, kmajor_a, which):
+    """For every ldmatrix of one warp of rung ``cfg``: the set of banks each 8-lane phase touches."""
+    out = []
+    cpr = (cfg.bk * 2 // 16) if kmajor_a else (cfg.bm * 2 // 16)
+    ldsm = layout.ldsm_a if which == "a" else layout.ldsm_b
+    _, _, ksteps = cfg.mma_tiles()
+    for ks in range(ksteps):
+        for i in range(cfg.wm // 16):
+            for phase in range(4):
+                banks = set()
+                for lane in range(8 * phase, 8 * phase + 8):
+                    r, c = ldsm(lane, kmajor_a)
+                    row, chunk = (16 * i + r, 2 * ks + c) if kmajor_a else (16 * ks + r, 2 * i + c)
+                    off = layout.chunk_offset(row, chunk, cpr, cfg.swizzle)
+                    banks |= {layout.bank(off + 4 * w) for w in range(4)}
+                out.append(len(banks))
+    return out
+
+
+@pytest.mark.parametrize("kmajor", [True, False])
+@pytest.mark.parametrize("which", ["a", "b"])
+def test_swizzled_ldmatrix_phases_touch_32_banks_and_plain_ones_do_not(kmajor, which):
+    swz = _phase_banks(tensorcore.RUNG3, kmajor, which)
+    assert set(swz) == {32}, "rung 3: every phase conflict-free"
+    plain = _phase_banks(tensorcore.RUNG2, kmajor, which)
+    assert max(plain) == 4, "rung 2: rows 128 bytes apart share 4 banks (8-way conflict)"
+
+
+def test_bank_of_an_address():
+    assert [layout.bank(b) for b in (0, 4, 124, 128, 132)] == [0, 1, 31, 0, 1]
+    assert np.all(np.diff([layout.bank(4 * w) for w in range(32)]) == 1)

@@ -1,0 +1,71 @@
+"""Every tensor-core rung compiles offline to an sm_90a cubin; its SASS shows the instructions each
+rung is about, and the linked PTX primitives inline with no local memory (no GPU needed)."""
+import pytest
+
+from numba_tc import tensorcore as tc
+from numba_tc.sass import compile_cubin
+
+from conftest import SIM
+
+pytestmark = pytest.mark.skipif(SIM, reason="the simulator has no compiler")
+SIG = tc.SIGNATURE
+TILED = [v for v in tc.RUNGS if v.config is not None]
+
+
+def _compile(cfg, dtype="bfloat16", ta=False, tb=True, aligned=True):
+    k = tc.tiled_kernel(cfg, dtype, "float32" if dtype == "tf32" else dtype, ta, tb, aligned, aligned, aligned)
+    return compile_cubin(k.py_func, SIG, launch_bounds=(cfg.threads, cfg.min_blocks))
+
+
+@pytest.fixture(scope="module")
+def cubins():
+    out = {v.name: _compile(v.config) for v in TILED}
+    out["mma_naive"] = compile_cubin(tc.naive_kernel("bfloat16", "bfloat16", False, True).py_func, SIG,
+                                     launch_bounds=(128, 1))
+    for name, c in out.items():
+        print(f"{name}: {c.registers} registers, {c.spill_bytes} spill bytes")
+    return out
+
+
+@pytest.mark.parametrize("name", [v.name for v in tc.RUNGS])
+def test_no_local_memory_no_spills_no_calls(cubins, name):
+    c = cubins[name]
+    assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
+    # every primitive inlined under LTO: no call between the first and the last HMMA (the few
+    # CALLs in the prologue are the 64-bit integer division routine for the grid arithmetic)
+    lines = c.sass.splitlines()
+    hmma = [i for i, l in enumerate(lines) if "HMMA" in l]
+    assert hmma and not any("CALL" in l for l in lines[hmma[0]:hmma[-1]])
+
+
+@pytest.mark.parametrize("v", TILED, ids=lambda v: v.name)
+def test_tiled_rungs_use_ldmatrix_and_mma(cubins, v):
+    c = cubins[v.name]
+    mi, ni, ksteps = v.config.mma_tiles()
+    assert c.count("HMMA.16816.F32.BF16") == mi * ni * ksteps     # one k slice, fully unrolled
+    assert c.count("LDSM.16.M88.4") == (mi + ni // 2) * ksteps    # x4 loads: A, then B in pairs
+    if v.config.async_copy:
+        assert c.count("LDGSTS") > 0 and c.count("LDG") == 0      # cp.async, no register round trip
+    else:
+        assert c.count("LDGSTS") == 0 and c.count("LDG.E.128") > 0 and c.count("STS.128") > 0
+
+
+def test_naive_rung_reads_fragments_from_global_memory(cubins):
+    c = cubins["mma_naive"]
+    assert c.count("HMMA.16816.F32.BF16") == 2 and c.count("LDSM") == 0 and c.count("LDG.E.U16") > 0
+
+
+def test_precisions_and_transposed_operands():
+    cfg = tc.RUNG4
+    fp16 = _compile(cfg, "float16", ta=True, tb=False)          # both operands mn-major
+    assert fp16.count("HMMA.16816.F32") > 0 and fp16.count("HMMA.16816.F32.BF16") == 0
+    assert fp16.count("LDSM.16.MT88.4") > 0 and fp16.count("LDSM.16.M88.4") == 0   # ldmatrix.trans
+    tf32 = _compile(cfg, "tf32")
+    assert tf32.count("HMMA.1688.F32.TF32") > 0 and tf32.count("LDSM") > 0
+    for c in (fp16, tf32):
+        assert c.local_memory_ops == 0 and c.spill_bytes == 0
+
+
+def test_unaligned_operands_copy_element_by_element():
+    c = _compile(tc.RUNG4, aligned=False)
+    assert c.count("LDGSTS") == 0 and c.count("LDG.E.U16") > 0 and c.local_memory_ops == 0
