@@ -187,7 +187,7 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
             return result
         from numba import cuda
         dev_out = cuda.device_array((m, n), dtype=np.uint16 if out_dtype == "bfloat16" else arrays._np_dtype(out_dtype), stream=st)
-        c = as_matrix(dev_out, "out")
+        c = as_matrix(dev_out, "out", raw_bf16=out_dtype == "bfloat16")
     else:
         result = out if out is not None else arrays.new_like(kind, a, m, n, out_dtype, stream=st)
         if m == 0 or n == 0:

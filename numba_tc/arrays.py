@@ -133,10 +133,13 @@ def _describe(x, name: str):
     return kind, shape, strides, dtype_name(dt), iface["data"][0]
 
 
-def as_matrix(x, name: str, stream=0) -> Matrix:
+def as_matrix(x, name: str, stream=0, raw_bf16: bool = False) -> Matrix:
     """Normalise one operand. NumPy arrays are copied to the device (``Matrix.owner`` keeps the
-    device copy)."""
+    device copy). ``raw_bf16``: x is a uint16 device array holding bfloat16 words (Numba has no
+    bfloat16 arrays; api.gemm allocates one for a NumPy bfloat16 result)."""
     kind, shape, strides, dtype, ptr = _describe(x, name)
+    if raw_bf16 and dtype == "uint16":
+        dtype = "bfloat16"
     if len(shape) != 2:
         raise ValueError(f"{name} must be 2-D, got {len(shape)}-D with shape {tuple(shape)}")
     if dtype not in SUPPORTED_DTYPES:

@@ -132,6 +132,7 @@ MMA_SIGNATURES = {
                                             "ldsm_x1", "ldsm_x1_t")},
     **{n: _I32(_P(_F32), _I32, _FRAG, _I32, _FRAG, _I32)
        for n in ("mma_f16_m16n8k16", "mma_bf16_m16n8k16", "mma_tf32_m16n8k8")},
+    "round_tf32": _I32(_FRAG, _I32, _I32),
     "cp_async16": _I32(_I32, _I64, _I32),
     "cp_async_commit": _I32(),
     "cp_async_wait": _I32(_I32),

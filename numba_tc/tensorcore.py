@@ -29,7 +29,7 @@ from . import layout
 from .config import MmaConfig, Variant
 from .jit import device, kernel, unrolled
 from .link import (SIMULATOR, copy16, cp_async16, cp_async_commit, cp_async_wait, ldg_u16, ldg_u32,
-                   lds_u32, ldsm_x4, ldsm_x4_t, mma_bf16_m16n8k16, mma_f16_m16n8k16, mma_tf32_m16n8k8,
+                   lds_u32, ldsm_x4, ldsm_x4_t, round_tf32, mma_bf16_m16n8k16, mma_f16_m16n8k16, mma_tf32_m16n8k8,
                    ptr, smem_addr, stg_out1, stg_out2, sts_u16, sts_u32)
 from .layout import a_fragment, b_fragment, c_fragment, chunk_offset
 
@@ -123,6 +123,9 @@ def naive_kernel(dtype: str, out_dtype: str, ta: bool, tb: bool):
                     if k0 + r < K and n < N:
                         v |= uint32(LDG(B + _elem(k0 + r, n, ldb, tb) * ITEM)) << uint32(16 * e)
                 fb[reg] = v
+            if ITEM == 4:
+                round_tf32(pa, 0, 4)
+                round_tf32(pb, 0, 4)
             MMA(pacc, 0, pa, 0, pb, 0)
             MMA(pacc, 4, pa, 0, pb, 2)
         for f in range(2):
@@ -217,6 +220,8 @@ def _load_a(i, pa, sA, ks, offa, wm0, lane, KMAJOR, CPR, SWZ, ITEM, EPC):
             m, k = a_fragment(lane, reg, 0, 1)
             col = wm0 + 16 * i + m
             pa[4 * i + reg] = lds_u32(sA + chunk_offset(8 * ks + k, col >> 2, CPR, SWZ) + (col & 3) * 4)
+    if ITEM == 4:
+        round_tf32(pa, 4 * i, 4)
 
 
 @device
@@ -232,6 +237,8 @@ def _load_b(j, pb, sB, ks, offb, wn0, lane, KMAJOR, CPR, SWZ, ITEM, EPC):
             k, n = b_fragment(lane, reg & 1, 0, 1)
             col = wn0 + 16 * j + 8 * (reg >> 1) + n
             pb[4 * j + reg] = lds_u32(sB + chunk_offset(8 * ks + k, col >> 2, CPR, SWZ) + (col & 3) * 4)
+    if ITEM == 4:
+        round_tf32(pb, 4 * j, 4)
 
 
 _load_a_all = unrolled(_load_a, 8)

@@ -71,6 +71,15 @@ MMA(mma_bf16_m16n8k16, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32")
 MMA(mma_tf32_m16n8k8, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32")
 #undef MMA
 
+// cvt.rna.tf32.f32 (PTX ISA 9.7.9.21): fp32 bit patterns rounded to tf32 (nearest, ties away),
+// in place on f[off..off+n-1]. Without it the tensor core truncates, which doubles the error and
+// biases it toward zero.
+extern "C" __device__ int round_tf32(int* ret, u32* f, int off, int n) {
+    for (int i = 0; i < n; ++i)
+        asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(f[off + i]) : "f"(__uint_as_float(f[off + i])));
+    return 0;
+}
+
 // ---------------------------------------------------------------------------------------------
 // cp.async (PTX ISA 9.7.9.25.3): 16 bytes global -> shared without a register round trip, L1
 // bypassed (.cg). Only `src_bytes` (0..16) are read; the rest of the 16 is zero-filled, which is
