@@ -65,3 +65,17 @@ def test_auto_picks_tensor_cores_for_16_bit_and_tf32_only_when_allowed():
     e1 = float(torch.linalg.norm(c_simt.double() - ref) / torch.linalg.norm(ref))
     e2 = float(torch.linalg.norm(c_tf32.double() - ref) / torch.linalg.norm(ref))
     assert e1 < 1e-6 and 1e-5 < e2 < 1e-3
+
+
+def test_readme_example_one_warp_mma():
+    from numba import cuda
+    from numba_tc.examples import mma_16x8x16
+    rng = np.random.default_rng()
+    a = rng.standard_normal((16, 16)).astype(np.float16)
+    b = rng.standard_normal((16, 8)).astype(np.float16)
+    c = np.full(128, np.nan, np.float32)
+    d_c = cuda.to_device(c)
+    mma_16x8x16[1, 32](cuda.to_device(a.view(np.uint32).ravel()),
+                       cuda.to_device(np.ascontiguousarray(b.T).view(np.uint32).ravel()), d_c)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert verify.rel_error(d_c.copy_to_host().reshape(16, 8), ref) < 1e-6

@@ -69,3 +69,10 @@ def test_precisions_and_transposed_operands():
 def test_unaligned_operands_copy_element_by_element():
     c = _compile(tc.RUNG4, aligned=False)
     assert c.count("LDGSTS") == 0 and c.count("LDG.E.U16") > 0 and c.local_memory_ops == 0
+
+
+def test_readme_example_compiles_to_one_hmma_in_registers():
+    from numba import float32, uint32
+    from numba_tc.examples import mma_16x8x16
+    c = compile_cubin(mma_16x8x16.py_func, (uint32[::1], uint32[::1], float32[::1]))
+    assert c.count("HMMA.16816.F32") == 1 and c.count("LDSM") == 2 and c.local_memory_ops == 0
