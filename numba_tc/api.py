@@ -16,7 +16,7 @@ from typing import Dict, List, Optional, Union
 import numpy as np
 
 from . import arrays
-from .arrays import Matrix, array_kind, as_matrix, dtype_name
+from .arrays import array_kind, as_matrix, dtype_name
 from .config import Variant
 from .link import SIMULATOR
 
@@ -69,13 +69,16 @@ def device_capability():
     return tuple(cuda.get_current_device().compute_capability)
 
 
+def _runs_here(v: Variant, cc) -> bool:
+    """The GPU is new enough, and under the simulator only the SIMT ladder (no linked PTX) runs."""
+    return tuple(cc) >= v.min_cc and (v.ladder == "simt" or not SIMULATOR)
+
+
 def _choose(variant, dtype: str, cc) -> Variant:
-    if variant == "auto" and SIMULATOR:
-        variant = "warptile" if dtype == "float32" else variant
     if variant == "auto":
         # Ladders and rungs are ordered by measured speed (benchmarks/results): the top rung that
-        # takes this dtype on this GPU wins.
-        ok = [v for v in variants(dtype=dtype) if tuple(cc) >= v.min_cc]
+        # takes this dtype and runs here wins.
+        ok = [v for v in variants(dtype=dtype) if _runs_here(v, cc)]
         if not ok:
             raise TypeError(f"no variant takes dtype {dtype} on a GPU of compute capability {cc}")
         return ok[-1]
@@ -83,10 +86,10 @@ def _choose(variant, dtype: str, cc) -> Variant:
     if dtype not in v.dtypes:
         raise TypeError(f"variant {v.name!r} takes {', '.join(v.dtypes)}, not {dtype}; "
                         f"variants for {dtype}: {', '.join(x.name for x in variants(dtype=dtype)) or 'none'}")
-    if SIMULATOR and v.ladder != "simt":
-        raise UnsupportedDeviceError(f"variant {v.name!r} runs linked PTX, which Numba's CUDA simulator "
-                                     "cannot execute; only the SIMT ladder runs there")
-    if tuple(cc) < v.min_cc:
+    if not _runs_here(v, cc):
+        if SIMULATOR:
+            raise UnsupportedDeviceError(f"variant {v.name!r} runs linked PTX, which Numba's CUDA "
+                                         "simulator cannot execute; only the SIMT ladder runs there")
         raise UnsupportedDeviceError(f"variant {v.name!r} needs compute capability "
                                      f"{v.min_cc[0]}.{v.min_cc[1]}+, this GPU is {cc[0]}.{cc[1]}")
     return v

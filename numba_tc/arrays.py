@@ -12,7 +12,7 @@ torch.bfloat16 works too).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional, Tuple
+from typing import Any, Tuple
 
 import numpy as np
 

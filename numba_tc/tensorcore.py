@@ -28,7 +28,7 @@ from numba import cuda, float32, int32, int64, uint32
 from . import layout
 from .config import MmaConfig, Variant
 from .jit import device, kernel, unrolled
-from .link import (SIMULATOR, copy16, cp_async16, cp_async_commit, cp_async_wait, ldg_u16, ldg_u32,
+from .link import (copy16, cp_async16, cp_async_commit, cp_async_wait, ldg_u16, ldg_u32,
                    lds_u32, ldsm_x4, ldsm_x4_t, round_tf32, mma_bf16_m16n8k16, mma_f16_m16n8k16, mma_tf32_m16n8k8,
                    ptr, smem_addr, stg_out1, stg_out2, sts_u16, sts_u32)
 from .layout import a_fragment, b_fragment, c_fragment, chunk_offset

@@ -6,7 +6,7 @@
 //   global memory: a 64-bit generic byte address (`gaddr`, the kernel's pointer argument + offset)
 // Fragments and accumulators are cuda.local.array's passed as pointer + element offset; under LTO
 // the calls inline, the offsets fold to constants and the arrays live in registers
-// (tests/test_sass.py checks: no LDL/STL).
+// (tests/test_sass_tensorcore.py checks: no LDL/STL).
 typedef unsigned int u32;
 typedef unsigned short u16;
 typedef long long i64;
