@@ -70,18 +70,23 @@ def device_capability():
 
 
 def _runs_here(v: Variant, cc) -> bool:
-    """The GPU is new enough, and under the simulator only the SIMT ladder (no linked PTX) runs."""
-    return tuple(cc) >= v.min_cc and (v.ladder == "simt" or not SIMULATOR)
+    """The GPU is new enough (and not too new: wgmma exists on sm_90a only), and under the
+    simulator only the SIMT ladder (no linked PTX) runs."""
+    cc = tuple(cc)
+    return (cc >= v.min_cc and (v.max_cc is None or cc[:2] <= v.max_cc)
+            and (v.ladder == "simt" or not SIMULATOR))
 
 
-def _choose(variant, dtype: str, cc) -> Variant:
+def _candidates(variant, dtype: str, out_dtype: str, cc) -> List[Variant]:
+    """The variants to try, best first: for "auto" every one that takes this dtype and output and
+    runs here, in reverse ladder order (ladders and rungs are ordered by measured speed,
+    benchmarks/results); otherwise the named one, or an exception saying why it cannot run."""
     if variant == "auto":
-        # Ladders and rungs are ordered by measured speed (benchmarks/results): the top rung that
-        # takes this dtype and runs here wins.
-        ok = [v for v in variants(dtype=dtype) if _runs_here(v, cc)]
+        ok = [v for v in variants(dtype=dtype) if _runs_here(v, cc) and out_dtype in v.out_dtypes]
         if not ok:
-            raise TypeError(f"no variant takes dtype {dtype} on a GPU of compute capability {cc}")
-        return ok[-1]
+            raise TypeError(f"no variant takes dtype {dtype} with {out_dtype} output on a GPU of "
+                            f"compute capability {cc}")
+        return ok[::-1]
     v = get_variant(variant)
     if dtype not in v.dtypes:
         raise TypeError(f"variant {v.name!r} takes {', '.join(v.dtypes)}, not {dtype}; "
@@ -90,9 +95,27 @@ def _choose(variant, dtype: str, cc) -> Variant:
         if SIMULATOR:
             raise UnsupportedDeviceError(f"variant {v.name!r} runs linked PTX, which Numba's CUDA "
                                          "simulator cannot execute; only the SIMT ladder runs there")
+        if v.max_cc is not None and tuple(cc[:2]) > v.max_cc:
+            raise UnsupportedDeviceError(f"variant {v.name!r} runs only on compute capability "
+                                         f"{v.max_cc[0]}.{v.max_cc[1]} (its instructions are "
+                                         f"sm_{v.max_cc[0]}{v.max_cc[1]}a-only), this GPU is {cc[0]}.{cc[1]}")
         raise UnsupportedDeviceError(f"variant {v.name!r} needs compute capability "
                                      f"{v.min_cc[0]}.{v.min_cc[1]}+, this GPU is {cc[0]}.{cc[1]}")
-    return v
+    if out_dtype not in v.out_dtypes:
+        raise TypeError(f"variant {v.name!r} writes {', '.join(v.out_dtypes)}, not {out_dtype}")
+    return [v]
+
+
+def _pick(cands: List[Variant], a, b, c, named: bool) -> Variant:
+    """The first candidate that takes these operands; a named variant that refuses them raises."""
+    for v in cands:
+        why = v.refuses(a, b, c)
+        if why is None:
+            return v
+        if named:
+            raise ValueError(f"variant {v.name!r} cannot run this problem: {why}. "
+                             "variant='auto' falls back to a variant that can.")
+    raise ValueError("no variant can run this problem")     # (unreachable: SIMT/mma take all)
 
 
 def _stream(stream):
@@ -176,9 +199,7 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
     if out_dtype not in (da, "float32"):
         raise TypeError(f"out_dtype {out_dtype} for {da} inputs: the result is {da} or float32")
     cc = device_capability()
-    v = _choose(variant, _input_precision(da, variant, allow_tf32), cc)
-    if out_dtype not in v.out_dtypes:
-        raise TypeError(f"variant {v.name!r} writes {', '.join(v.out_dtypes)}, not {out_dtype}")
+    cands = _candidates(variant, _input_precision(da, variant, allow_tf32), out_dtype, cc)
 
     st = _stream(stream)
     if kind == "numpy":
@@ -204,7 +225,7 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
         raise ValueError("out overlaps a or b: the result would overwrite its own inputs")
     if c.trans:          # column-major output: C^T = B^T A^T, written row-major
         A, B, c = B.transposed(), A.transposed(), c.transposed()
-    v.launch(A, B, c, st)
+    _pick(cands, A, B, c, named=variant != "auto").launch(A, B, c, st)
     if kind == "numpy":
         host = arrays.to_host(dev_out, out_dtype, stream=st)
         st.synchronize()
@@ -213,8 +234,8 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
 
 
 def _register_builtin():
-    from . import simt, tensorcore
-    for v in simt.RUNGS + tensorcore.RUNGS:
+    from . import hopper, simt, tensorcore
+    for v in simt.RUNGS + tensorcore.RUNGS + hopper.RUNGS:
         register(v)
 
 

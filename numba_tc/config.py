@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Callable, Optional, Tuple
 
-__all__ = ["ConfigError", "SimtConfig", "MmaConfig", "Variant", "STATIC_SMEM_LIMIT", "MAX_THREADS",
+__all__ = ["ConfigError", "SimtConfig", "MmaConfig", "WgmmaConfig", "Variant", "STATIC_SMEM_LIMIT", "MAX_THREADS",
            "SMEM_PER_BLOCK_MAX"]
 
 STATIC_SMEM_LIMIT = 48 * 1024   # bytes of static shared memory a block may declare (all CUDA GPUs)
@@ -218,6 +218,95 @@ class MmaConfig:
         return replace(self, **kw)
 
 
+WARPGROUP = 128
+WGMMA_N = (64, 128, 256)        # wgmma widths ptx/hopper.cu provides (m64nNk16)
+MAX_ACC_REGS = 128              # fp32 accumulators per thread a consumer may hold
+
+
+@dataclass(frozen=True)
+class WgmmaConfig:
+    """The Hopper kernel of the wgmma rungs (see ``hopper.py``), one knob per rung.
+
+    A block computes ``bm x bn`` of C in K slices of 64 16-bit elements (128 bytes: one
+    128B-swizzled TMA row). ``consumers`` warpgroups issue wgmma, each owning ``bm / consumers``
+    rows as m64 x ``bn`` instructions. Without ``producer`` the first thread also issues the TMA
+    loads (and the block syncs once per slice); with it, a separate warpgroup does, guarded by
+    full/empty mbarriers per stage. ``regs`` = (producer, consumer) register counts for
+    ``setmaxnreg`` (0: off). ``stages`` is computed: the slices that fit the shared-memory budget
+    of ``min_blocks`` blocks per SM, at most ``max_stages``.
+    """
+    bm: int
+    bn: int
+    consumers: int = 1
+    producer: bool = False          # rung 3: warp specialization
+    regs: Tuple[int, int] = (0, 0)  # rung 4: setmaxnreg
+    persistent: bool = False        # rung 5: one block per SM walks the tiles
+    group_m: int = 8                # tile order: groups of group_m block rows share B tiles in L2
+    max_stages: int = 6
+    min_blocks: int = 1
+    bk: int = 64
+
+    def __post_init__(self):
+        self.validate()
+
+    @property
+    def threads(self) -> int:
+        return WARPGROUP * (self.consumers + int(self.producer))
+
+    @property
+    def wg_m(self) -> int:
+        """Rows of C per consumer warpgroup."""
+        return self.bm // self.consumers
+
+    @property
+    def acc_regs(self) -> int:
+        return (self.wg_m // 64) * self.bn // 2
+
+    @property
+    def stage_bytes(self) -> int:
+        return (self.bm + self.bn) * self.bk * 2
+
+    @property
+    def barrier_bytes(self) -> int:
+        return 16 * self.max_stages          # a full and an empty mbarrier per stage
+
+    @property
+    def stages(self) -> int:
+        # 1024 bytes of slack: the dynamic shared memory base is rounded up to 1024 (the swizzle period)
+        budget = min(SMEM_PER_BLOCK_MAX, SMEM_PER_SM // self.min_blocks - 1024) - 1024 - self.barrier_bytes
+        return min(self.max_stages, budget // self.stage_bytes)
+
+    @property
+    def smem_bytes(self) -> int:
+        return 1024 + self.stages * self.stage_bytes + self.barrier_bytes
+
+    def validate(self) -> None:
+        _need(self.bk == 64, "bk is 64: one 128-byte swizzled row of 16-bit elements per K slice")
+        _need(self.consumers in (1, 2, 3), "consumers: 1 to 3 warpgroups")
+        _need(self.bm % (64 * self.consumers) == 0,
+              f"bm={self.bm}: each of {self.consumers} consumer warpgroups needs a multiple of 64 rows")
+        _need(self.bm <= 256, f"bm={self.bm}: a TMA box has at most 256 rows")
+        _need(self.bn in WGMMA_N, f"bn={self.bn}: one of {WGMMA_N} (the wgmma widths in ptx/hopper.cu)")
+        _need(self.acc_regs <= MAX_ACC_REGS, f"{self.acc_regs} accumulators per thread "
+              f"(wg_m={self.wg_m} x bn={self.bn} / 128 threads) > {MAX_ACC_REGS}: they would spill")
+        _need(self.threads <= MAX_THREADS, f"{self.threads} threads > {MAX_THREADS}")
+        p, c = self.regs
+        if p or c:
+            _need(self.producer, "setmaxnreg (regs) moves registers from a producer warpgroup: needs producer")
+            _need(all(24 <= r <= 256 and r % 8 == 0 for r in (p, c)), f"regs={self.regs}: multiples of 8 in 24..256")
+            _need(p * WARPGROUP + c * WARPGROUP * self.consumers <= 65536,
+                  f"regs={self.regs}: more than the 64K registers of an SM")
+        _need(not self.persistent or self.producer, "the persistent rung builds on the producer warpgroup")
+        _need(self.min_blocks >= 1 and self.min_blocks * self.threads <= 2048,
+              f"min_blocks={self.min_blocks} x {self.threads} threads exceeds 2048 threads per SM")
+        _need(self.group_m >= 1, "group_m must be >= 1")
+        _need(self.stages >= 2, f"a {self.bm}x{self.bn}x{self.bk} stage is {self.stage_bytes} bytes: "
+              f"not even two fit {self.min_blocks} block(s) per SM")
+
+    def replace(self, **kw) -> "WgmmaConfig":
+        return replace(self, **kw)
+
+
 @dataclass(frozen=True)
 class Variant:
     """One runnable GEMM: where it sits on its ladder, what it takes, and how it launches.
@@ -234,6 +323,14 @@ class Variant:
     launch: Callable = field(repr=False, compare=False)
     config: Optional[object] = None
     out_dtypes: Tuple[str, ...] = ("float32",)
+    # check(a, b, c) -> None, or why these (normalised) operands cannot run on this variant (e.g.
+    # TMA's 16-byte row alignment); "auto" then falls back to the next variant down.
+    check: Optional[Callable] = field(default=None, repr=False, compare=False)
+    max_cc: Optional[Tuple[int, int]] = None   # newest compute capability (wgmma is sm_90a only)
+
+    def refuses(self, a, b, c) -> Optional[str]:
+        return self.check(a, b, c) if self.check is not None else None
 
     def describe(self) -> str:
-        return f"{self.name:<14} {self.ladder}/{self.rung}  {','.join(self.dtypes):<10} sm_{self.min_cc[0]}{self.min_cc[1]}+  {self.note}"
+        cc = f"sm_{self.min_cc[0]}{self.min_cc[1]}" + ("a" if self.max_cc == self.min_cc else "+")
+        return f"{self.name:<16} {self.ladder}/{self.rung}  {','.join(self.dtypes):<10} {cc:<7} {self.note}"

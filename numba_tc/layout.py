@@ -23,7 +23,9 @@ from __future__ import annotations
 from numba.extending import register_jitable
 
 __all__ = ["elems_per_reg", "elems_per_chunk", "mma_shape", "a_fragment", "b_fragment", "c_fragment",
-           "ldsm_a", "ldsm_b", "swizzle", "chunk_offset", "bank", "CHUNK", "BANKS"]
+           "ldsm_a", "ldsm_b", "swizzle", "chunk_offset", "bank", "CHUNK", "BANKS",
+           "wgmma_desc", "wgmma_operand_offset", "wgmma_d_fragment", "SW128", "ROW_BYTES", "ATOM_BYTES",
+           "BOX_BYTES"]
 
 CHUNK = 16      # bytes moved by one cp.async / one ldmatrix row
 BANKS = 32      # shared-memory banks, 4 bytes wide
@@ -116,3 +118,46 @@ def chunk_offset(row, chunk, chunks_per_row, swizzled):
 def bank(byte_offset):
     """The 4-byte bank a shared-memory byte address falls in."""
     return (byte_offset >> 2) & (BANKS - 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# wgmma (Hopper). Operand tiles arrive by TMA with the 128-byte swizzle, which is ``swizzle``
+# above applied to absolute shared addresses (so tiles sit on 1024-byte boundaries): rows of 128
+# bytes, 8-row atoms of 1024 bytes.
+#   k-major tile (stored [mn][k], 64 k per row):   wgmma reads 64 (A) or N (B) rows from a start
+#     address; SBO = 1024 (next 8 rows); LBO unused (one k16 step is 32 bytes of a row).
+#   mn-major tile (stored [k][mn], boxes of 64 k rows x 64 mn, 8 KiB each): SBO = 1024 (next 8
+#     k rows), LBO = 8192 (next 64 mn columns: the next box).
+# ---------------------------------------------------------------------------------------------
+SW128 = 1          # descriptor swizzle mode (bits 62-63): 1 = 128B, 2 = 64B, 3 = 32B, 0 = none
+ROW_BYTES = 128    # one stored row of a 128B-swizzled tile
+ATOM_BYTES = 1024  # 8 rows: the swizzle pattern's period, and SBO
+BOX_BYTES = 8192   # a 64 x 64 box of 16-bit elements: LBO of an mn-major tile
+
+
+@register_jitable
+def wgmma_desc(saddr, lbo, sbo, swizzle_mode):
+    """The 64-bit shared-memory matrix descriptor of wgmma (PTX ISA 9.7.15.5.1): bits 0-13 start
+    address >> 4, 16-29 LBO >> 4, 32-45 SBO >> 4, 49-51 base offset (0: tiles are 1024-aligned),
+    62-63 swizzle mode. Addresses and offsets are bytes, multiples of 16, below 256 KiB."""
+    return (((saddr & 0x3FFFF) >> 4) | (((lbo & 0x3FFFF) >> 4) << 16)
+            | (((sbo & 0x3FFFF) >> 4) << 32) | ((swizzle_mode & 3) << 62))
+
+
+@register_jitable
+def wgmma_operand_offset(kmajor, mn, ks):
+    """Byte offset, in a stored 128B-swizzled tile, of the wgmma operand starting at row/column
+    ``mn`` (a multiple of 64) and k16 step ``ks`` of the 64-wide K slice."""
+    if kmajor:
+        return mn * ROW_BYTES + ks * 32
+    return (mn >> 6) * BOX_BYTES + ks * 16 * ROW_BYTES
+
+
+@register_jitable
+def wgmma_d_fragment(thread, r):
+    """(row m, col n) of accumulator register ``r`` of warpgroup thread ``thread`` (0..127) for
+    wgmma m64nNk16 (PTX ISA 9.7.15.5.1, "Matrix fragments for wgmma .m64nNk16"): warp w owns rows
+    16w..16w+15, and its registers are the m16n8 accumulator fragments (``c_fragment``) of
+    columns 0-7, 8-15, .. in turn (4 registers each)."""
+    m, n = c_fragment(thread & 31, r & 3)
+    return 16 * (thread >> 5) + m, 8 * (r >> 2) + n

@@ -22,11 +22,14 @@ source in both worlds.
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 
 from numba import config, cuda, types
 
 __all__ = ["SIMULATOR", "PTX_DIR", "ptx_source", "ptr", "load_f32x4", "store_f32x4",
-           "ldg_f32x4", "stg_f32x4", "MMA_SIGNATURES"]
+           "ldg_f32x4", "stg_f32x4", "MMA_SIGNATURES", "HOPPER_SIGNATURES", "kernel_handle",
+           "enable_dynamic_smem", "tma_requirements", "encode_tensor_map", "tensor_map", "sm_count",
+           "launch_cluster"]
 
 SIMULATOR = bool(config.ENABLE_CUDASIM)
 PTX_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ptx")
@@ -152,6 +155,39 @@ __all__ += list(MMA_SIGNATURES)
 
 
 # ---------------------------------------------------------------------------------------------
+# The Hopper primitives of ptx/hopper.cu (sm_90a only; linked only into the kernels that call
+# them, so the mma.sync ladder still builds for sm_80). Descriptors and tensor-map addresses are
+# int64 bit patterns.
+# ---------------------------------------------------------------------------------------------
+HOPPER_SIGNATURES = {
+    "mbar_init": _I32(_I32, _I32),
+    "mbar_fence_init": _I32(),
+    "mbar_expect_tx": _I32(_I32, _I32),
+    "mbar_arrive": _I32(_I32),
+    "mbar_arrive_cluster": _I32(_I32, _I32),
+    "mbar_wait": _I32(_I32, _I32),
+    "tma_load_2d": _I32(_I32, _I64, _I32, _I32, _I32),
+    "tma_load_2d_multicast": _I32(_I32, _I64, _I32, _I32, _I32, _I32),
+    "tma_store_2d": _I32(_I64, _I32, _I32, _I32),
+    "tma_store_commit": _I32(),
+    "tma_store_wait_read": _I32(),
+    "tma_prefetch_map": _I32(_I64),
+    "fence_proxy_async": _I32(),
+    "cluster_ctarank": _I32(),
+    "cluster_sync": _I32(),
+    "wgmma_fence": _I32(),
+    "wgmma_commit": _I32(),
+    "wgmma_wait": _I32(_I32),
+    **{f"wgmma_m64n{n}k16": _I32(_P(_F32), _I32, _I64, _I64, _I32, _I32, _I32, _I32) for n in (64, 128, 256)},
+    "setmaxnreg_inc": _I32(_I32),
+    "setmaxnreg_dec": _I32(_I32),
+}
+for _name, _sig in HOPPER_SIGNATURES.items():
+    globals()[_name] = None if SIMULATOR else cuda.declare_device(_name, _sig, link=ptx_source("hopper.cu"))
+__all__ += list(HOPPER_SIGNATURES)
+
+
+# ---------------------------------------------------------------------------------------------
 # Driver-level pieces Numba lacks
 # ---------------------------------------------------------------------------------------------
 _SMEM_READY: dict = {}
@@ -184,3 +220,102 @@ def enable_dynamic_smem(dispatcher, sig, nbytes: int) -> None:
     if err != cu.CUresult.CUDA_SUCCESS:
         raise RuntimeError(f"cuKernelSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, {nbytes}) failed: {err}")
     _SMEM_READY[key] = dispatcher      # (keeps the dispatcher alive, so its id stays unique)
+
+
+# ---------------------------------------------------------------------------------------------
+# TMA tensor maps
+# ---------------------------------------------------------------------------------------------
+_TMAP_DTYPES = {"float16": "FLOAT16", "bfloat16": "BFLOAT16", "float32": "FLOAT32"}
+_TMAP_SWIZZLE = {0: "NONE", 32: "32B", 64: "64B", 128: "128B"}
+_TMAPS: OrderedDict = OrderedDict()    # (device, arguments) -> device array of the map
+TMAP_CACHE_SIZE = 256
+
+
+def tma_requirements(ptr: int, ld: int, itemsize: int):
+    """Why a row-major matrix (rows ``ld`` elements apart) cannot be a TMA source, or None.
+    (cuTensorMapEncodeTiled: 16-byte aligned base, row strides a multiple of 16 bytes.)"""
+    if ptr % 16:
+        return f"its data pointer is not 16-byte aligned (address % 16 = {ptr % 16})"
+    if (ld * itemsize) % 16:
+        return (f"its rows are {ld * itemsize} bytes apart, not a multiple of 16 "
+                f"(leading dimension {ld} x {itemsize} bytes)")
+    return None
+
+
+def encode_tensor_map(ptr: int, dtype: str, cols: int, rows: int, ld: int, box_cols: int,
+                      box_rows: int, swizzle: int = 128):
+    """The 128-byte CUtensorMap of a row-major ``rows x cols`` matrix (element (r, c) at
+    ``ptr + (r * ld + c) * itemsize``) read or written in ``box_rows x box_cols`` boxes, as a NumPy
+    uint64[16] (cuTensorMapEncodeTiled; out-of-bounds box elements read as zero)."""
+    import numpy as np
+    from cuda.bindings import driver as cu
+    itemsize = 4 if dtype == "float32" else 2
+    why = tma_requirements(ptr, ld, itemsize)
+    if why:
+        raise ValueError(f"TMA cannot read this matrix: {why}")
+    if not (1 <= box_cols <= 256 and 1 <= box_rows <= 256):
+        raise ValueError(f"TMA boxes are at most 256 x 256, got {box_rows} x {box_cols}")
+    if swizzle and box_cols * itemsize > swizzle:
+        raise ValueError(f"a {swizzle}B-swizzled box row is at most {swizzle} bytes, got {box_cols * itemsize}")
+    u64, u32 = cu.cuuint64_t, cu.cuuint32_t
+    err, tmap = cu.cuTensorMapEncodeTiled(
+        getattr(cu.CUtensorMapDataType, "CU_TENSOR_MAP_DATA_TYPE_" + _TMAP_DTYPES[dtype]), 2, ptr,
+        [u64(cols), u64(rows)], [u64(ld * itemsize)], [u32(box_cols), u32(box_rows)], [u32(1), u32(1)],
+        cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        getattr(cu.CUtensorMapSwizzle, "CU_TENSOR_MAP_SWIZZLE_" + _TMAP_SWIZZLE[swizzle]),
+        cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+    if err != cu.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"cuTensorMapEncodeTiled failed: {err} (rows={rows}, cols={cols}, "
+                           f"ld={ld}, box={box_rows}x{box_cols}, dtype={dtype})")
+    return np.array([int(w) for w in tmap.opaque], dtype=np.uint64)
+
+
+def tensor_map(ptr: int, dtype: str, cols: int, rows: int, ld: int, box_cols: int, box_rows: int,
+               swizzle: int = 128) -> int:
+    """Device address of the tensor map for these arguments (see ``encode_tensor_map``), kept in
+    global memory and cached by its arguments: a map depends on nothing else, so a later matrix
+    at the same address and shape reuses it. The least recently used of ``TMAP_CACHE_SIZE`` go."""
+    key = (cuda.get_current_device().id, ptr, dtype, cols, rows, ld, box_cols, box_rows, swizzle)
+    hit = _TMAPS.get(key)
+    if hit is None:
+        words = encode_tensor_map(ptr, dtype, cols, rows, ld, box_cols, box_rows, swizzle)
+        hit = cuda.to_device(words)           # synchronous: ready before any later launch
+        _TMAPS[key] = hit
+        if len(_TMAPS) > TMAP_CACHE_SIZE:
+            _TMAPS.popitem(last=False)
+    else:
+        _TMAPS.move_to_end(key)
+    return hit.device_ctypes_pointer.value
+
+
+def sm_count() -> int:
+    """Streaming multiprocessors of the current GPU (the size of a persistent grid)."""
+    return cuda.get_current_device().MULTIPROCESSOR_COUNT
+
+
+def launch_cluster(dispatcher, sig, grid: int, block: int, smem: int, stream, cluster: int, args) -> None:
+    """Launch a compiled Numba kernel as thread-block clusters of ``cluster`` blocks along x
+    (cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION; Numba's launcher has no cluster
+    option). ``args`` are int64 values, matching a kernel signature of int64 parameters only."""
+    import ctypes
+    from cuda.bindings import driver as cu
+    if grid % cluster:
+        raise ValueError(f"grid {grid} is not a multiple of the cluster size {cluster}")
+    cfg = cu.CUlaunchConfig()
+    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid, 1, 1
+    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = block, 1, 1
+    cfg.sharedMemBytes = smem
+    cfg.hStream = cu.CUstream(int(stream.handle.value if hasattr(stream.handle, "value") else stream.handle or 0))
+    attr = cu.CUlaunchAttribute()
+    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster, 1, 1
+    cfg.attrs = [attr]
+    cfg.numAttrs = 1
+    values = [ctypes.c_int64(int(a)) for a in args]
+    ptrs = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
+    h = kernel_handle(dispatcher, sig)
+    fn = h if isinstance(h, cu.CUfunction) else cu.CUfunction(int(h))
+    err, = cu.cuLaunchKernelEx(cfg, fn, ctypes.addressof(ptrs), 0)
+    if err != cu.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"cuLaunchKernelEx (cluster {cluster}) failed: {err}")

@@ -32,8 +32,9 @@ from .link import (copy16, cp_async16, cp_async_commit, cp_async_wait, ldg_u16, 
                    lds_u32, ldsm_x4, ldsm_x4_t, round_tf32, mma_bf16_m16n8k16, mma_f16_m16n8k16, mma_tf32_m16n8k8,
                    ptr, smem_addr, stg_out1, stg_out2, sts_u16, sts_u32)
 from .layout import a_fragment, b_fragment, c_fragment, chunk_offset
+from .schedule import tile_origin
 
-__all__ = ["RUNGS", "naive_kernel", "tiled_kernel", "compute_dtype", "OUT_KIND"]
+__all__ = ["RUNGS", "naive_kernel", "tiled_kernel", "compute_dtype", "OUT_KIND", "store_fragment"]
 
 # Output element conversion in the epilogue (ptx/mma.cu: to_bits)
 OUT_KIND = {"float32": 0, "float16": 1, "bfloat16": 2}
@@ -63,7 +64,7 @@ def _elem(r, c, ld, trans):
 
 
 @device
-def _store_frag(C, ldc, M, N, acc, off, m0, n0, lane, OUT_ITEM, OUT_K, vc):
+def store_fragment(C, ldc, M, N, acc, off, m0, n0, lane, OUT_ITEM, OUT_K, vc):
     """Write one m16n8 accumulator fragment (acc[off..off+3]) at C[m0:, n0:], inside M x N only.
 
     Adjacent column pairs go out as one 8-byte (fp32) or 4-byte (16-bit) store when aligned."""
@@ -129,7 +130,7 @@ def naive_kernel(dtype: str, out_dtype: str, ta: bool, tb: bool):
             MMA(pacc, 0, pa, 0, pb, 0)
             MMA(pacc, 4, pa, 0, pb, 2)
         for f in range(2):
-            _store_frag(C, ldc, M, N, acc, 4 * f, m0, n0 + 8 * f, lane, OUT_ITEM, OUT_K, False)
+            store_fragment(C, ldc, M, N, acc, 4 * f, m0, n0 + 8 * f, lane, OUT_ITEM, OUT_K, False)
 
     return kernel(mma_naive, launch_bounds=(128, 1), cache=False)
 
@@ -270,7 +271,7 @@ _ksteps = unrolled(_kstep, 8)
 def _store_one(t, C, ldc, M, N, acc, m0, n0, lane, NI, OUT_ITEM, OUT_K, vc):
     i = t // NI
     j = t - i * NI
-    _store_frag(C, ldc, M, N, acc, 4 * t, m0 + 16 * i, n0 + 8 * j, lane, OUT_ITEM, OUT_K, vc)
+    store_fragment(C, ldc, M, N, acc, 4 * t, m0 + 16 * i, n0 + 8 * j, lane, OUT_ITEM, OUT_K, vc)
 
 
 _store_all = unrolled(_store_one, 64)
@@ -343,14 +344,7 @@ def tiled_kernel(cfg: MmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool,
             offb[q] = _frag_base(q, wn0, blr, blc, B_KM, B_CPR, SWZ, EPC)
 
         # block -> tile, in groups of GROUP block rows (consecutive blocks share B tiles in L2)
-        grid_m = (M + BM - 1) // BM
-        grid_n = (N + BN - 1) // BN
-        pid = cuda.blockIdx.x
-        per_group = GROUP * grid_n
-        first_m = (pid // per_group) * GROUP
-        rows_here = min(grid_m - first_m, GROUP)
-        bm0 = (first_m + (pid % per_group) % rows_here) * BM
-        bn0 = ((pid % per_group) // rows_here) * BN
+        bm0, bn0 = tile_origin(cuda.blockIdx.x, (M + BM - 1) // BM, (N + BN - 1) // BN, GROUP, BM, BN)
         ntiles = (K + BK - 1) // BK
 
         # per-thread copy state (the K offset of slice t is added in _copy_slice)

@@ -63,13 +63,41 @@ def test_no_gpu_is_a_clear_error():
         numba_tc.gemm(f32(4, 5), f32(5, 3), variant="naive")
 
 
-def test_choose_checks_dtype_and_capability():
+def test_candidates_check_dtype_and_capability():
     with pytest.raises(TypeError, match="takes float32, not float16"):
-        api._choose("warptile", "float16", (9, 0))
+        api._candidates("warptile", "float16", "float16", (9, 0))
     old = Variant("needs_sm100", "simt", 99, ("float32",), (10, 0), "test only", launch=None)
     with pytest.raises(numba_tc.UnsupportedDeviceError, match="10.0"):
-        api._choose(old, "float32", (9, 0))
-    assert api._choose("auto", "float32", (9, 0)).name == "warptile"
+        api._candidates(old, "float32", "float32", (9, 0))
+    assert api._candidates("auto", "float32", "float32", (9, 0))[0].name == "warptile"
+    with pytest.raises(TypeError, match="writes float32, not float16"):
+        api._candidates("warptile", "float32", "float16", (9, 0))
+
+
+@pytest.mark.skipif(SIM, reason="the simulator runs only the SIMT ladder")
+def test_wgmma_is_sm90a_only():
+    """wgmma exists on sm_90a alone: "auto" picks the Hopper ladder on 9.0, mma.sync on 8.x and
+    10.x, and naming a Hopper rung elsewhere is a clear error."""
+    assert api._candidates("auto", "bfloat16", "bfloat16", (9, 0))[0].ladder == "wgmma"
+    for cc in ((8, 0), (10, 0)):
+        assert api._candidates("auto", "bfloat16", "bfloat16", cc)[0].ladder == "mma"
+    with pytest.raises(numba_tc.UnsupportedDeviceError, match="runs only on compute capability 9.0"):
+        api._candidates("wgmma_tma", "float16", "float16", (10, 0))
+    with pytest.raises(numba_tc.UnsupportedDeviceError, match="needs compute capability 9.0"):
+        api._candidates("wgmma_tma", "float16", "float16", (8, 6))
+
+
+@pytest.mark.skipif(SIM, reason="the simulator runs only the SIMT ladder")
+def test_auto_falls_back_when_tma_refuses_the_operands():
+    """Rows that are not 16-byte aligned cannot be read by TMA: "auto" takes the next variant
+    down, a named Hopper rung says why it cannot run."""
+    ok = arrays.Matrix(None, 64, 64, 64, False, "bfloat16", 1024)
+    odd = arrays.Matrix(None, 64, 63, 63, False, "bfloat16", 1024)      # 126-byte rows
+    cands = api._candidates("auto", "bfloat16", "bfloat16", (9, 0))
+    assert api._pick(cands, ok, ok, ok, named=False).ladder == "wgmma"
+    assert api._pick(cands, odd, ok, ok, named=False).name == "mma_tuned"
+    with pytest.raises(ValueError, match="operand a cannot be read by TMA: its rows are 126 bytes apart"):
+        api._pick(api._candidates("wgmma_ws", "bfloat16", "bfloat16", (9, 0)), odd, ok, ok, named=True)
 
 
 @pytest.mark.parametrize("shape, strides, expect", [

@@ -1,0 +1,54 @@
+"""On an H100: every Hopper rung x precision x shape x layout against float64, poisoned outputs.
+
+TMA reads rows that are 16-byte aligned, so every shape here has M, N, K multiples of 8 (any
+layout then has aligned rows) while none is a multiple of the 128 x 256 x 64 tiles; unaligned
+operands are refused by name and handled by "auto" (test at the end).
+"""
+import numpy as np
+import pytest
+
+import numba_tc
+from numba_tc import verify
+
+pytestmark = pytest.mark.gpu
+
+SHAPES = {"round": (256, 256, 256), "ragged": (328, 200, 264), "tiny": (8, 24, 16),
+          "skinny": (2000, 16, 136), "long_k": (136, 264, 1096),
+          "many_tiles": (3000, 2056, 72)}       # more tiles than SMs: the persistent loop wraps
+WGMMA = [v.name for v in numba_tc.variants(ladder="wgmma")]
+
+
+def _sm90():
+    from numba import cuda
+    return cuda.is_available() and tuple(cuda.get_current_device().compute_capability) == (9, 0)
+
+
+@pytest.mark.skipif(not _sm90(), reason="wgmma needs an sm_90 GPU")
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("variant", WGMMA)
+@pytest.mark.parametrize("layout", verify.LAYOUTS)
+def test_wgmma_sweep(variant, dtype, layout):
+    for name, (m, n, k) in SHAPES.items():
+        r = verify.check(variant, m, n, k, layout=layout, dtype=dtype)
+        assert r.ok, f"{name}: {r}"
+
+
+@pytest.mark.skipif(not _sm90(), reason="wgmma needs an sm_90 GPU")
+@pytest.mark.parametrize("variant", WGMMA)
+def test_16_bit_and_column_major_outputs(variant):
+    for out_layout in ("C", "F"):
+        r = verify.check(variant, 264, 136, 200, layout="NN", dtype="bfloat16", out_dtype="bfloat16",
+                         out_layout=out_layout)
+        assert r.rel_err < 1e-2, r
+
+
+@pytest.mark.skipif(not _sm90(), reason="wgmma needs an sm_90 GPU")
+def test_unaligned_rows_are_refused_by_name_and_run_under_auto():
+    torch = pytest.importorskip("torch")
+    a = torch.randn(100, 61, device="cuda", dtype=torch.bfloat16)     # 122-byte rows
+    b = torch.randn(61, 72, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="cannot be read by TMA"):
+        numba_tc.gemm(a, b, variant="wgmma_persistent")
+    c = numba_tc.gemm(a, b)
+    ref = a.double() @ b.double()
+    assert float(torch.linalg.norm(c.double() - ref) / torch.linalg.norm(ref)) < 1e-2
