@@ -2,6 +2,7 @@
 
     python benchmarks/tune.py simt --sizes 4096 [--json out.json]
     python benchmarks/tune.py mma --dtype bfloat16 --sizes 4096 8192
+    python benchmarks/tune.py wgmma --dtype bfloat16 --sizes 4096 8192
 
 Each candidate is registered as a variant named ``tune_<i>``, so it goes through the same
 checks and timing as the ladder; the winner becomes the rung's configuration by hand
@@ -11,8 +12,8 @@ import argparse
 import sys
 
 import numba_tc
-from numba_tc import bench, simt, tensorcore
-from numba_tc.config import ConfigError, MmaConfig, SimtConfig, Variant
+from numba_tc import bench, hopper, simt, tensorcore
+from numba_tc.config import ConfigError, MmaConfig, SimtConfig, Variant, WgmmaConfig
 
 SIMT_BASE = dict(bm=128, bn=128, threads=256, warptile=True, a_kmajor=True, vector_loads=True, stages=2)
 SIMT = [
@@ -36,8 +37,21 @@ MMA = [
     dict(bm=64, bn=256, wm=64, wn=64, min_blocks=2),
     dict(bm=128, bn=128, wm=64, wn=64, min_blocks=2, group_m=1),
 ]
+WGMMA_BASE = dict(bm=128, bn=256, consumers=2, producer=True, regs=(40, 232), persistent=True)
+WGMMA = [
+    dict(),                                          # rung 5
+    dict(tma_store=True),                            # rung 7 without the cluster
+    dict(cluster=2),                                 # rung 6
+    dict(cluster=2, tma_store=True),                 # rung 7
+    dict(cluster=2, tma_store=True, max_stages=3),
+    dict(cluster=2, tma_store=True, group_m=16),
+    dict(cluster=2, tma_store=True, regs=(24, 240)),
+    dict(bm=256, bn=128, cluster=2, tma_store=True),
+    dict(cluster=2, tma_store=True, group_m=4),
+]
 LADDERS = {"simt": (SimtConfig, SIMT_BASE, SIMT, lambda cfg: simt._launch_tiled(7, cfg), ("float32",), (3, 5)),
-           "mma": (MmaConfig, MMA_BASE, MMA, tensorcore._launch_tiled, ("float16", "bfloat16", "tf32"), (8, 0))}
+           "mma": (MmaConfig, MMA_BASE, MMA, tensorcore._launch_tiled, ("float16", "bfloat16", "tf32"), (8, 0)),
+           "wgmma": (WgmmaConfig, WGMMA_BASE, WGMMA, hopper._launch, ("bfloat16", "float16"), (9, 0))}
 
 
 def main():

@@ -241,6 +241,8 @@ class WgmmaConfig:
     producer: bool = False          # rung 3: warp specialization
     regs: Tuple[int, int] = (0, 0)  # rung 4: setmaxnreg
     persistent: bool = False        # rung 5: one block per SM walks the tiles
+    cluster: int = 1                # rung 6: blocks per cluster along M, sharing B by TMA multicast
+    tma_store: bool = False         # rung 7: epilogue staged in shared memory, written by TMA
     group_m: int = 8                # tile order: groups of group_m block rows share B tiles in L2
     max_stages: int = 6
     min_blocks: int = 1
@@ -271,14 +273,20 @@ class WgmmaConfig:
         return 16 * self.max_stages          # a full and an empty mbarrier per stage
 
     @property
+    def epilogue_bytes(self) -> int:
+        """Two 64-row x 128-byte output boxes per consumer (one filling while TMA stores the other)."""
+        return self.consumers * 2 * 8192 if self.tma_store else 0
+
+    @property
     def stages(self) -> int:
         # 1024 bytes of slack: the dynamic shared memory base is rounded up to 1024 (the swizzle period)
-        budget = min(SMEM_PER_BLOCK_MAX, SMEM_PER_SM // self.min_blocks - 1024) - 1024 - self.barrier_bytes
+        budget = (min(SMEM_PER_BLOCK_MAX, SMEM_PER_SM // self.min_blocks - 1024) - 1024
+                  - self.barrier_bytes - self.epilogue_bytes)
         return min(self.max_stages, budget // self.stage_bytes)
 
     @property
     def smem_bytes(self) -> int:
-        return 1024 + self.stages * self.stage_bytes + self.barrier_bytes
+        return 1024 + self.stages * self.stage_bytes + self.epilogue_bytes + self.barrier_bytes
 
     def validate(self) -> None:
         _need(self.bk == 64, "bk is 64: one 128-byte swizzled row of 16-bit elements per K slice")
@@ -290,6 +298,11 @@ class WgmmaConfig:
         _need(self.acc_regs <= MAX_ACC_REGS, f"{self.acc_regs} accumulators per thread "
               f"(wg_m={self.wg_m} x bn={self.bn} / 128 threads) > {MAX_ACC_REGS}: they would spill")
         _need(self.threads <= MAX_THREADS, f"{self.threads} threads > {MAX_THREADS}")
+        # ptxas compiles the whole kernel under the launch bound's register cap (setmaxnreg only
+        # moves registers at run time): a wgmma needs its accumulators plus about 24 more.
+        cap = min(255, 65536 // (self.threads * self.min_blocks)) // 8 * 8
+        _need(cap >= self.acc_regs + 24, f"{self.threads} threads x {self.min_blocks} blocks leave "
+              f"{cap} registers per thread, too few for {self.acc_regs} accumulators")
         p, c = self.regs
         if p or c:
             _need(self.producer, "setmaxnreg (regs) moves registers from a producer warpgroup: needs producer")
@@ -297,6 +310,9 @@ class WgmmaConfig:
             _need(p * WARPGROUP + c * WARPGROUP * self.consumers <= 65536,
                   f"regs={self.regs}: more than the 64K registers of an SM")
         _need(not self.persistent or self.producer, "the persistent rung builds on the producer warpgroup")
+        _need(self.cluster in (1, 2), f"cluster={self.cluster}: 1 or 2 blocks")
+        _need(self.cluster == 1 or self.producer, "clusters build on the producer warpgroup")
+        _need(not self.tma_store or self.producer, "the TMA-store epilogue builds on the producer warpgroup")
         _need(self.min_blocks >= 1 and self.min_blocks * self.threads <= 2048,
               f"min_blocks={self.min_blocks} x {self.threads} threads exceeds 2048 threads per SM")
         _need(self.group_m >= 1, "group_m must be >= 1")

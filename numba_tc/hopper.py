@@ -15,6 +15,11 @@ by exactly their note:
 4. ``wgmma_regs``: ``setmaxnreg``: the producer gives its registers back, the consumers take them.
 5. ``wgmma_persistent``: one block per SM walks the tiles in grouped order; the producer fills the
    ring for the next tile while the consumers write the last one out.
+6. ``wgmma_cluster``: 2-CTA clusters along M; each CTA loads half of the B tile both need and TMA
+   multicasts it, and consumers release a stage in both CTAs (remote mbarrier arrivals).
+7. ``hopper``: the epilogue goes through shared memory (128B-swizzled boxes, bank-conflict free)
+   and out by TMA stores, asynchronous and clipped at C's edges. Built on rung 5: with this
+   epilogue the cluster measured slower.
 
 Conventions (as in ``tensorcore.py``): C (M x N, row-major, ``ldc``) = A (M x K) @ B (K x N);
 ``ta``/``tb`` say A/B are column-major. Each operand is loaded as it lies in global memory: a
@@ -33,11 +38,13 @@ from numba import cuda, float32, int64, uint32
 from . import layout
 from .config import Variant, WgmmaConfig
 from .jit import device, kernel, unrolled
-from .layout import wgmma_desc, wgmma_operand_offset
-from .link import (mbar_arrive, mbar_expect_tx, mbar_fence_init, mbar_init, mbar_wait, ptr,
-                   setmaxnreg_dec, setmaxnreg_inc, smem_addr, tma_load_2d, tma_prefetch_map,
-                   tma_requirements, wgmma_commit, wgmma_fence, wgmma_m64n64k16, wgmma_m64n128k16,
-                   wgmma_m64n256k16, wgmma_wait)
+from .layout import c_fragment, chunk_offset, wgmma_desc, wgmma_operand_offset
+from .link import (cluster_ctarank, cluster_sync, fence_proxy_async, mbar_arrive, mbar_arrive_cluster,
+                   mbar_expect_tx, mbar_fence_init, mbar_init, mbar_wait, named_barrier, ptr,
+                   setmaxnreg_dec, setmaxnreg_inc, smem_addr, sts_out2, tma_load_2d,
+                   tma_load_2d_multicast, tma_prefetch_map, tma_requirements, tma_store_2d,
+                   tma_store_commit, tma_store_wait_all, tma_store_wait_read, wgmma_commit,
+                   wgmma_fence, wgmma_m64n64k16, wgmma_m64n128k16, wgmma_m64n256k16, wgmma_wait)
 from .schedule import tile_origin
 from .tensorcore import OUT_KIND, store_fragment
 
@@ -46,7 +53,7 @@ __all__ = ["RUNGS", "wgmma_kernel", "SIGNATURE", "KIND"]
 KIND = {"float16": 0, "bfloat16": 1}            # ptx/hopper.cu wgmma input kinds
 _WGMMA = {64: wgmma_m64n64k16, 128: wgmma_m64n128k16, 256: wgmma_m64n256k16}
 BK = 64                                        # K elements per slice (one 128-byte swizzled row)
-SIGNATURE = (int64,) * 7                       # tensor map A, tensor map B, C; M, N, K; ldc
+SIGNATURE = (int64,) * 8                       # tensor maps A, B, C; C; M, N, K; ldc
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -65,22 +72,32 @@ def _operand_desc(tile, kmajor, mn, ks):
 
 
 @device
-def _load_operand(tmap, dst, kmajor, ROWS, mn0, k0, bar):
-    """TMA the K slice at k0 of rows/columns mn0..mn0+ROWS of an operand into ``dst``."""
+def _load_operand(tmap, dst, kmajor, ROWS, mn0, k0, bar, MASK):
+    """TMA the K slice at k0 of rows/columns mn0..mn0+ROWS of an operand into ``dst``; with a
+    cluster ``MASK``, into the same place of every CTA in the mask (multicast)."""
     if kmajor:                                     # one box of [ROWS][64 k]
-        tma_load_2d(dst, tmap, k0, mn0, bar)
+        if MASK:
+            tma_load_2d_multicast(dst, tmap, k0, mn0, bar, MASK)
+        else:
+            tma_load_2d(dst, tmap, k0, mn0, bar)
     else:                                          # ROWS / 64 boxes of [64 k][64 mn]
         for j in range(ROWS // 64):
-            tma_load_2d(dst + j * layout.BOX_BYTES, tmap, mn0 + 64 * j, k0, bar)
+            if MASK:
+                tma_load_2d_multicast(dst + j * layout.BOX_BYTES, tmap, mn0 + 64 * j, k0, bar, MASK)
+            else:
+                tma_load_2d(dst + j * layout.BOX_BYTES, tmap, mn0 + 64 * j, k0, bar)
 
 
 @device
-def _produce(tma, tmb, stage, full, bm0, bn0, k0, A_KM, B_KM, BM, BN, A_BYTES, STAGE):
+def _produce(tma, tmb, stage, full, bm0, bn0, k0, rank, A_KM, B_KM, BM, BN, A_BYTES, STAGE, CL):
     """Expect a whole stage of bytes on ``full`` (zero-filled parts of a box count too), then
-    issue the loads of A's and B's K slice k0."""
+    issue the loads of A's and B's K slice k0. In a cluster each CTA loads 1/CL of the shared
+    B tile and multicasts it to all: the peers' loads complete on this CTA's ``full`` too."""
     mbar_expect_tx(full, STAGE)
-    _load_operand(tma, stage, A_KM, BM, bm0, k0, full)
-    _load_operand(tmb, stage + A_BYTES, B_KM, BN, bn0, k0, full)
+    _load_operand(tma, stage, A_KM, BM, bm0, k0, full, 0)
+    PART = BN // CL
+    _load_operand(tmb, stage + A_BYTES + wgmma_operand_offset(B_KM, rank * PART, 0), B_KM, PART,
+                  bn0 + rank * PART, k0, full, (1 << CL) - 1 if CL > 1 else 0)
 
 
 @device
@@ -93,18 +110,62 @@ def _wgmma_one(t, pacc, stage, a_row0, A_BYTES, A_KM, B_KM, TA, TB, MI, BN, KND,
     WG(pacc, mi * (BN // 2), da, db, 1, KND, TA, TB)
 
 
-_wgmma_all = unrolled(_wgmma_one, 16)
+_wgmma_all = unrolled(_wgmma_one, 8)
 
 
 @device
 def _store_one(t, C, ldc, M, N, acc, m0, n0, lane, NI, OUT_ITEM, OUT_K, vc):
-    """Accumulator fragment t (m64 block t // NI, n8 column block t % NI) of this warp."""
+    """Accumulator fragment t (m64 block t // NI, n8 column block t % NI) of this warp, to C."""
     i = t // NI
     j = t - i * NI
     store_fragment(C, ldc, M, N, acc, 4 * t, m0 + 64 * i, n0 + 8 * j, lane, OUT_ITEM, OUT_K, vc)
 
 
 _store_all = unrolled(_store_one, 64)
+
+
+@device
+def _stage_frag(jj, acc, off, buf, wrow, lane, OUT_ITEM, OUT_K):
+    """n8 block jj of an output box: this lane's two column pairs into the 128B-swizzled box."""
+    for h in range(2):
+        r, c = c_fragment(lane, 2 * h)
+        byte = (8 * jj + c) * OUT_ITEM
+        sts_out2(buf + chunk_offset(wrow + r, byte >> 4, 8, True) + (byte & 15),
+                 acc[off + 4 * jj + 2 * h], acc[off + 4 * jj + 2 * h + 1], OUT_K)
+
+
+_stage_frags = unrolled(_stage_frag, 8)
+
+
+@device
+def _store_box(t, acc, tmc, buf0, nbox, row0, col0, tw, lane, BN, NBOX, COLS, OUT_ITEM, OUT_K, BAR):
+    """Output box t of this warpgroup (m64 block t // NBOX, 128-byte column block t % NBOX):
+    registers -> shared box (double-buffered) -> one TMA store, which clips at C's edges."""
+    mi = t // NBOX
+    bx = t - mi * NBOX
+    buf = buf0 + ((nbox + t) & 1) * 8192
+    if tw == 0:
+        tma_store_wait_read(1)                 # the store that used this buffer has read it
+    named_barrier(BAR, 128)
+    _stage_frags(COLS // 8, acc, mi * (BN // 2) + bx * (COLS // 2), buf, 16 * (tw >> 5), lane, OUT_ITEM, OUT_K)
+    fence_proxy_async()                        # generic-proxy writes before the async-proxy read
+    named_barrier(BAR, 128)
+    if tw == 0:
+        tma_store_2d(tmc, col0 + bx * COLS, row0 + 64 * mi, buf)
+        tma_store_commit()
+
+
+_store_boxes = unrolled(_store_box, 16)
+
+
+@device
+def _release(empty, CL):
+    """One arrival on a stage's empty barrier in every CTA of the cluster."""
+    if CL == 1:
+        mbar_arrive(empty)
+    else:
+        for r in range(CL):
+            mbar_arrive_cluster(empty, r)
 
 
 @device
@@ -115,11 +176,23 @@ def _advance(s, ph, S):
     return s + 1, ph
 
 
+@device
+def _cluster_tile(ct, rank, grid_m, grid_n, GROUP, BM, BN, CL):
+    """Origin of this CTA's tile in cluster tile ``ct``: the CL blocks of a cluster take CL
+    tiles stacked along M (the same B tile), in grouped order."""
+    cm0, bn0 = tile_origin(ct, (grid_m + CL - 1) // CL, grid_n, GROUP, CL * BM, BN)
+    return cm0 + rank * BM, bn0
+
+
 @functools.lru_cache(maxsize=None)
-def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool, vc: bool):
-    """The Hopper kernel for one configuration, input type, output type and operand layout."""
-    BM, BN, S, CONS = cfg.bm, cfg.bn, cfg.stages, cfg.consumers
+def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool, vc: bool,
+                 tma_c: bool = False):
+    """The Hopper kernel for one configuration, input type, output type and operand layout.
+    vc: C's column pairs are aligned for paired stores; tma_c: C can be written by TMA (used when
+    the configuration has ``tma_store``)."""
+    BM, BN, S, CONS, CL = cfg.bm, cfg.bn, cfg.stages, cfg.consumers, cfg.cluster
     PRODUCER, (REG_P, REG_C), GROUP = cfg.producer, cfg.regs, cfg.group_m
+    TMA_C = cfg.tma_store and tma_c
     WG_M = cfg.wg_m
     MI = WG_M // 64
     NACC = MI * BN // 2
@@ -132,13 +205,17 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
     WG = _WGMMA[BN]
     OUT_K = OUT_KIND[out_dtype]
     OUT_ITEM = 4 if OUT_K == 0 else 2
+    COLS = 128 // OUT_ITEM                      # columns of one 128-byte output box
+    NBOX = BN // COLS
+    EPI = cfg.epilogue_bytes
     NT = cfg.threads
-    EMPTY_ARRIVALS = CONS * 4                   # lane 0 of every consumer warp releases a stage
+    EMPTY_ARRIVALS = CONS * 4 * CL              # lane 0 of every consumer warp of the cluster
 
-    def wgmma_gemm(TMA_A, TMA_B, C, M, N, K, ldc):
+    def wgmma_gemm(TMA_A, TMA_B, TMC, C, M, N, K, ldc):
         smem = cuda.shared.array(0, uint32)
         sbase = (smem_addr(ptr(smem)) + 1023) & ~1023    # the swizzle repeats every 1024 bytes
-        bars = sbase + S * STAGE                          # full[s] at bars + 8s, empty[s] after
+        ebase = sbase + S * STAGE                         # output boxes (tma_store)
+        bars = ebase + EPI                                # full[s] at bars + 8s, empty[s] after
         tid = cuda.threadIdx.x
         wg = tid >> 7
         lane = tid & 31
@@ -149,11 +226,13 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
                 mbar_init(bars + 8 * s, 1)
                 mbar_init(bars + 8 * (S + s), EMPTY_ARRIVALS)
             mbar_fence_init()
-        cuda.syncthreads()
+        if CL > 1:
+            cluster_sync()                                # peers' barriers exist before use
+        else:
+            cuda.syncthreads()
 
         grid_m = (M + BM - 1) // BM
         grid_n = (N + BN - 1) // BN
-        ntiles = grid_m * grid_n
         ktiles = (K + BK - 1) // BK
         acc = cuda.local.array(NACC, float32)
         pacc = ptr(acc)
@@ -168,8 +247,8 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
             if tid == 0:
                 for s in range(S):
                     if s < ktiles:
-                        _produce(TMA_A, TMA_B, sbase + s * STAGE, bars + 8 * s, bm0, bn0, s * BK,
-                                 A_KM, B_KM, BM, BN, A_BYTES, STAGE)
+                        _produce(TMA_A, TMA_B, sbase + s * STAGE, bars + 8 * s, bm0, bn0, s * BK, 0,
+                                 A_KM, B_KM, BM, BN, A_BYTES, STAGE, 1)
             s = 0
             ph = 0
             for t in range(ktiles):
@@ -180,34 +259,40 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
                 wgmma_wait(0)
                 cuda.syncthreads()                        # every warpgroup is done with stage s
                 if tid == 0 and t + S < ktiles:
-                    _produce(TMA_A, TMA_B, sbase + s * STAGE, bars + 8 * s, bm0, bn0, (t + S) * BK,
-                             A_KM, B_KM, BM, BN, A_BYTES, STAGE)
+                    _produce(TMA_A, TMA_B, sbase + s * STAGE, bars + 8 * s, bm0, bn0, (t + S) * BK, 0,
+                             A_KM, B_KM, BM, BN, A_BYTES, STAGE, 1)
                 s, ph = _advance(s, ph, S)
             _store_all(MI * NI, C, ldc, M, N, acc, bm0 + m_warp, bn0, lane, NI, OUT_ITEM, OUT_K, vc)
             return
 
-        # Rungs 3-5: warpgroup CONS produces, warpgroups 0..CONS-1 consume. Tiles pid, pid + grid, ..
-        # (one tile per block unless the grid is persistent).
+        # Rungs 3-7: warpgroup CONS produces, warpgroups 0..CONS-1 consume. Cluster tiles cid,
+        # cid + clusters, .. (one per cluster unless the grid is persistent).
+        rank = cluster_ctarank() if CL > 1 else 0
+        cid = cuda.blockIdx.x // CL
+        nclusters = cuda.gridDim.x // CL
+        ntiles = ((grid_m + CL - 1) // CL) * grid_n
         if wg == CONS:
             if REG_P > 0:
                 setmaxnreg_dec(REG_P)
             if tid == CONS * 128:
                 s = 0
                 ph = 0
-                for tile in range(cuda.blockIdx.x, ntiles, cuda.gridDim.x):
-                    bm0, bn0 = tile_origin(tile, grid_m, grid_n, GROUP, BM, BN)
+                for ct in range(cid, ntiles, nclusters):
+                    bm0, bn0 = _cluster_tile(ct, rank, grid_m, grid_n, GROUP, BM, BN, CL)
                     for t in range(ktiles):
-                        mbar_wait(bars + 8 * (S + s), ph ^ 1)     # consumers released the stage
-                        _produce(TMA_A, TMA_B, sbase + s * STAGE, bars + 8 * s, bm0, bn0, t * BK,
-                                 A_KM, B_KM, BM, BN, A_BYTES, STAGE)
+                        mbar_wait(bars + 8 * (S + s), ph ^ 1)     # the cluster released the stage
+                        _produce(TMA_A, TMA_B, sbase + s * STAGE, bars + 8 * s, bm0, bn0, t * BK, rank,
+                                 A_KM, B_KM, BM, BN, A_BYTES, STAGE, CL)
                         s, ph = _advance(s, ph, S)
         else:
             if REG_C > 0:
                 setmaxnreg_inc(REG_C)
+            tw = tid & 127
             s = 0
             ph = 0
-            for tile in range(cuda.blockIdx.x, ntiles, cuda.gridDim.x):
-                bm0, bn0 = tile_origin(tile, grid_m, grid_n, GROUP, BM, BN)
+            nbox = 0
+            for ct in range(cid, ntiles, nclusters):
+                bm0, bn0 = _cluster_tile(ct, rank, grid_m, grid_n, GROUP, BM, BN, CL)
                 for i in range(NACC):
                     acc[i] = float32(0)
                 prev = 0
@@ -217,14 +302,23 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
                     _wgmma_all(4 * MI, pacc, sbase + s * STAGE, a_row0, A_BYTES, A_KM, B_KM, TA, TB, MI, BN, KND, WG)
                     wgmma_commit()
                     wgmma_wait(1)                         # the slice before this one is done:
-                    if t > 0 and lane == 0:
-                        mbar_arrive(bars + 8 * (S + prev))   # release its stage
+                    if t > 0 and lane == 0:               # release its stage (in every CTA)
+                        _release(bars + 8 * (S + prev), CL)
                     prev = s
                     s, ph = _advance(s, ph, S)
                 wgmma_wait(0)
                 if lane == 0:
-                    mbar_arrive(bars + 8 * (S + prev))
-                _store_all(MI * NI, C, ldc, M, N, acc, bm0 + m_warp, bn0, lane, NI, OUT_ITEM, OUT_K, vc)
+                    _release(bars + 8 * (S + prev), CL)
+                if TMA_C:
+                    _store_boxes(MI * NBOX, acc, TMC, ebase + wg * 16384, nbox, bm0 + a_row0, bn0, tw,
+                                 lane, BN, NBOX, COLS, OUT_ITEM, OUT_K, 1 + wg)
+                    nbox += MI * NBOX
+                else:
+                    _store_all(MI * NI, C, ldc, M, N, acc, bm0 + m_warp, bn0, lane, NI, OUT_ITEM, OUT_K, vc)
+            if TMA_C and tw == 0:
+                tma_store_wait_all()
+        if CL > 1:
+            cluster_sync()          # no CTA leaves while a peer may still multicast into it
 
     return kernel(wgmma_gemm, launch_bounds=(NT, cfg.min_blocks), cache=False)
 
@@ -248,29 +342,52 @@ def operand_maps(cfg: WgmmaConfig, a, b):
         ma = tensor_map(a.ptr, a.dtype, a.cols, a.rows, a.ld, BK, cfg.bm)
     else:               # A column-major: K rows of M
         ma = tensor_map(a.ptr, a.dtype, a.rows, a.cols, a.ld, 64, BK)
-    if b.trans:         # B column-major: N rows of K
-        mb = tensor_map(b.ptr, b.dtype, b.rows, b.cols, b.ld, BK, cfg.bn)
+    if b.trans:         # B column-major: N rows of K (each CTA of a cluster loads 1/cluster of them)
+        mb = tensor_map(b.ptr, b.dtype, b.rows, b.cols, b.ld, BK, cfg.bn // cfg.cluster)
     else:               # B row-major: K rows of N
         mb = tensor_map(b.ptr, b.dtype, b.cols, b.rows, b.ld, 64, BK)
     return ma, mb
 
 
-def grid_size(cfg: WgmmaConfig, m: int, n: int) -> int:
+def grid_size(cfg: WgmmaConfig, m: int, n: int, resident: int = 0) -> int:
+    """Blocks to launch: one per tile (tiles of a cluster padded to whole clusters), or, when
+    persistent, ``resident`` blocks (as many whole clusters as can run at once; default one
+    block per SM)."""
     from .link import sm_count
-    tiles = _cdiv(m, cfg.bm) * _cdiv(n, cfg.bn)
-    return min(tiles, sm_count() * cfg.min_blocks) if cfg.persistent else tiles
+    cl = cfg.cluster
+    tiles = _cdiv(_cdiv(m, cfg.bm), cl) * cl * _cdiv(n, cfg.bn)
+    if cfg.persistent:
+        return min(tiles, resident or (sm_count() * cfg.min_blocks) // cl * cl)
+    return tiles
+
+
+def output_map(cfg: WgmmaConfig, c):
+    """Tensor map of C for the TMA-store epilogue (boxes of 64 rows x 128 bytes, 128B swizzle,
+    clipped at C's edges), or 0 when this rung does not store by TMA or C's rows are not aligned."""
+    from .link import tensor_map
+    if not cfg.tma_store or tma_requirements(c.ptr, c.ld, c.itemsize):
+        return 0
+    return tensor_map(c.ptr, c.dtype, c.cols, c.rows, c.ld, 128 // c.itemsize, 64)
 
 
 def _launch(cfg: WgmmaConfig):
-    from .link import enable_dynamic_smem
+    from .link import enable_dynamic_smem, launch_cluster, max_active_clusters
     from .tensorcore import _pairs_aligned
 
     def launch(a, b, c, stream):
-        k = wgmma_kernel(cfg, a.dtype, c.dtype, a.trans, b.trans, _pairs_aligned(c))
+        mc = output_map(cfg, c)
+        k = wgmma_kernel(cfg, a.dtype, c.dtype, a.trans, b.trans, _pairs_aligned(c), mc != 0)
         enable_dynamic_smem(k, SIGNATURE, cfg.smem_bytes)
         ma, mb = operand_maps(cfg, a, b)
-        k[grid_size(cfg, c.rows, c.cols), cfg.threads, stream, cfg.smem_bytes](
-            ma, mb, c.ptr, c.rows, c.cols, a.cols, c.ld)
+        args = (ma, mb, mc, c.ptr, c.rows, c.cols, a.cols, c.ld)
+        resident = 0
+        if cfg.cluster > 1 and cfg.persistent:
+            resident = cfg.cluster * max_active_clusters(k, SIGNATURE, cfg.threads, cfg.smem_bytes, cfg.cluster)
+        grid = grid_size(cfg, c.rows, c.cols, resident)
+        if cfg.cluster > 1:
+            launch_cluster(k, SIGNATURE, grid, cfg.threads, cfg.smem_bytes, stream, cfg.cluster, args)
+        else:
+            k[grid, cfg.threads, stream, cfg.smem_bytes](*args)
     launch.config = cfg
     return launch
 
@@ -280,6 +397,11 @@ RUNG2 = WgmmaConfig(bm=128, bn=256, consumers=2, max_stages=4)
 RUNG3 = RUNG2.replace(producer=True)
 RUNG4 = RUNG3.replace(regs=(40, 232))
 RUNG5 = RUNG4.replace(persistent=True)
+RUNG6 = RUNG5.replace(cluster=2)
+# Rung 7 stores through shared memory by TMA, on rung 5 rather than 6: with this epilogue the
+# 2-CTA cluster measured slower on the H100 (bf16 8192^3: 702 vs 786 TFLOP/s, 4096^3: 765 vs 768;
+# benchmarks/results/tune_wgmma_h100.json), so `hopper` leaves clusters off.
+RUNG7 = RUNG5.replace(tma_store=True)
 
 _IN = ("float16", "bfloat16")
 _OUT = ("float32", "float16", "bfloat16")
@@ -301,4 +423,8 @@ RUNGS = [
     _variant("wgmma_regs", 4, RUNG4, "setmaxnreg: producer down to 40 registers, consumers up to 232"),
     _variant("wgmma_persistent", 5, RUNG5, "persistent grid (one block per SM) walking tiles in "
              "grouped order: the next tile's loads overlap this tile's epilogue"),
+    _variant("wgmma_cluster", 6, RUNG6, "2-CTA clusters along M: each CTA loads half of the shared "
+             "B tile and TMA multicasts it to both (half the B traffic from L2)"),
+    _variant("hopper", 7, RUNG7, "epilogue through shared memory: 128B-swizzled boxes written by "
+             "TMA stores (coalesced, asynchronous, clipped at the edges); clusters off, measured slower"),
 ]

@@ -29,7 +29,7 @@ from numba import config, cuda, types
 __all__ = ["SIMULATOR", "PTX_DIR", "ptx_source", "ptr", "load_f32x4", "store_f32x4",
            "ldg_f32x4", "stg_f32x4", "MMA_SIGNATURES", "HOPPER_SIGNATURES", "kernel_handle",
            "enable_dynamic_smem", "tma_requirements", "encode_tensor_map", "tensor_map", "sm_count",
-           "launch_cluster"]
+           "launch_cluster", "max_active_clusters"]
 
 SIMULATOR = bool(config.ENABLE_CUDASIM)
 PTX_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ptx")
@@ -147,6 +147,7 @@ MMA_SIGNATURES = {
     "sts_u32": _I32(_I32, _U32),
     "stg_out1": _I32(_I64, _F32, _I32),
     "stg_out2": _I32(_I64, _F32, _F32, _I32),
+    "sts_out2": _I32(_I32, _F32, _F32, _I32),
 }
 # Under the simulator (which cannot link code) each name is None and tensor-core kernels are not built.
 for _name, _sig in MMA_SIGNATURES.items():
@@ -170,11 +171,13 @@ HOPPER_SIGNATURES = {
     "tma_load_2d_multicast": _I32(_I32, _I64, _I32, _I32, _I32, _I32),
     "tma_store_2d": _I32(_I64, _I32, _I32, _I32),
     "tma_store_commit": _I32(),
-    "tma_store_wait_read": _I32(),
+    "tma_store_wait_read": _I32(_I32),
     "tma_prefetch_map": _I32(_I64),
     "fence_proxy_async": _I32(),
     "cluster_ctarank": _I32(),
     "cluster_sync": _I32(),
+    "named_barrier": _I32(_I32, _I32),
+    "tma_store_wait_all": _I32(),
     "wgmma_fence": _I32(),
     "wgmma_commit": _I32(),
     "wgmma_wait": _I32(_I32),
@@ -294,6 +297,46 @@ def sm_count() -> int:
     return cuda.get_current_device().MULTIPROCESSOR_COUNT
 
 
+def _launch_config(grid: int, block: int, smem: int, stream_handle: int, cluster: int):
+    from cuda.bindings import driver as cu
+    cfg = cu.CUlaunchConfig()
+    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid, 1, 1
+    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = block, 1, 1
+    cfg.sharedMemBytes = smem
+    cfg.hStream = cu.CUstream(stream_handle)
+    attr = cu.CUlaunchAttribute()
+    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster, 1, 1
+    cfg.attrs = [attr]
+    cfg.numAttrs = 1
+    return cfg
+
+
+def _cufunction(dispatcher, sig):
+    from cuda.bindings import driver as cu
+    h = kernel_handle(dispatcher, sig)
+    return h if isinstance(h, cu.CUfunction) else cu.CUfunction(int(h))
+
+
+_CLUSTERS: dict = {}
+
+
+def max_active_clusters(dispatcher, sig, block: int, smem: int, cluster: int) -> int:
+    """How many clusters of this kernel can be resident at once (cuOccupancyMaxActiveClusters).
+    Not sm_count / cluster: a cluster must fit inside one GPC, and the H100's GPCs have uneven
+    numbers of free SMs, so a persistent grid sized by SM count would leave clusters for a
+    second wave."""
+    key = (id(dispatcher), cuda.get_current_device().id, block, smem, cluster)
+    if key not in _CLUSTERS:
+        from cuda.bindings import driver as cu
+        cfg = _launch_config(cluster, block, smem, 0, cluster)
+        err, n = cu.cuOccupancyMaxActiveClusters(_cufunction(dispatcher, sig), cfg)
+        if err != cu.CUresult.CUDA_SUCCESS or n < 1:
+            raise RuntimeError(f"cuOccupancyMaxActiveClusters failed: {err} ({n} clusters)")
+        _CLUSTERS[key] = (int(n), dispatcher)
+    return _CLUSTERS[key][0]
+
+
 def launch_cluster(dispatcher, sig, grid: int, block: int, smem: int, stream, cluster: int, args) -> None:
     """Launch a compiled Numba kernel as thread-block clusters of ``cluster`` blocks along x
     (cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION; Numba's launcher has no cluster
@@ -302,20 +345,10 @@ def launch_cluster(dispatcher, sig, grid: int, block: int, smem: int, stream, cl
     from cuda.bindings import driver as cu
     if grid % cluster:
         raise ValueError(f"grid {grid} is not a multiple of the cluster size {cluster}")
-    cfg = cu.CUlaunchConfig()
-    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid, 1, 1
-    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = block, 1, 1
-    cfg.sharedMemBytes = smem
-    cfg.hStream = cu.CUstream(int(stream.handle.value if hasattr(stream.handle, "value") else stream.handle or 0))
-    attr = cu.CUlaunchAttribute()
-    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster, 1, 1
-    cfg.attrs = [attr]
-    cfg.numAttrs = 1
+    h = stream.handle                    # a ctypes c_void_p or a cuda.bindings CUstream
+    cfg = _launch_config(grid, block, smem, int(getattr(h, "value", h) or 0), cluster)
     values = [ctypes.c_int64(int(a)) for a in args]
     ptrs = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
-    h = kernel_handle(dispatcher, sig)
-    fn = h if isinstance(h, cu.CUfunction) else cu.CUfunction(int(h))
-    err, = cu.cuLaunchKernelEx(cfg, fn, ctypes.addressof(ptrs), 0)
+    err, = cu.cuLaunchKernelEx(cfg, _cufunction(dispatcher, sig), ctypes.addressof(ptrs), 0)
     if err != cu.CUresult.CUDA_SUCCESS:
         raise RuntimeError(f"cuLaunchKernelEx (cluster {cluster}) failed: {err}")

@@ -4,7 +4,6 @@ TMA reads rows that are 16-byte aligned, so every shape here has M, N, K multipl
 layout then has aligned rows) while none is a multiple of the 128 x 256 x 64 tiles; unaligned
 operands are refused by name and handled by "auto" (test at the end).
 """
-import numpy as np
 import pytest
 
 import numba_tc

@@ -35,9 +35,13 @@ extern "C" __device__ int mbar_arrive(int* ret, int bar) {
     return 0;
 }
 // Arrive on the barrier at the same offset in CTA `cta` of the cluster (mapa + remote arrive).
+// Default (.release.cta) semantics on purpose: it releases a stage whose only readers were
+// wgmma's async-proxy reads, already complete (wgmma.wait_group), so there is nothing to order;
+// .release.cluster would put a MEMBAR.ALL.GPU before every arrival (seen in SASS: the 2-CTA
+// kernel ran at 0.4x of the 1-CTA one).
 extern "C" __device__ int mbar_arrive_cluster(int* ret, int bar, int cta) {
     asm volatile("{\n .reg .b32 remote;\n mapa.shared::cluster.u32 remote, %0, %1;\n"
-                 " mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}"
+                 " mbarrier.arrive.shared::cluster.b64 _, [remote];\n}"
                  :: "r"(bar), "r"(cta) : "memory");
     return 0;
 }
@@ -81,9 +85,15 @@ extern "C" __device__ int tma_store_commit(int* ret) {
     asm volatile("cp.async.bulk.commit_group;" ::: "memory");
     return 0;
 }
-// Wait until this thread's bulk stores have finished reading shared memory.
-extern "C" __device__ int tma_store_wait_read(int* ret) {
-    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+// Wait until at most n (0 or 1) of this thread's bulk store groups still read shared memory.
+extern "C" __device__ int tma_store_wait_read(int* ret, int n) {
+    if (n == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+    else asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+    return 0;
+}
+// Wait until this thread's bulk stores are complete (before the block exits).
+extern "C" __device__ int tma_store_wait_all(int* ret) {
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
     return 0;
 }
 extern "C" __device__ int tma_prefetch_map(int* ret, u64 tmap) {
@@ -93,6 +103,13 @@ extern "C" __device__ int tma_prefetch_map(int* ret, u64 tmap) {
 // Order this thread's generic-proxy shared-memory writes before later async-proxy (TMA) reads.
 extern "C" __device__ int fence_proxy_async(int* ret) {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    return 0;
+}
+
+// bar.sync with an id and a thread count (PTX ISA 9.7.13.1): a barrier for one warpgroup of
+// the block (id 0 is __syncthreads).
+extern "C" __device__ int named_barrier(int* ret, int id, int nthreads) {
+    asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(nthreads) : "memory");
     return 0;
 }
 

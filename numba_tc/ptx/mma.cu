@@ -180,3 +180,14 @@ extern "C" __device__ int stg_out2(int* ret, i64 gaddr, float x, float y, int ki
     }
     return 0;
 }
+// Shared-memory twin of stg_out2 (for epilogues staged through shared memory): saddr is a
+// 32-bit shared address, 8-byte (fp32) or 4-byte (16-bit) aligned.
+extern "C" __device__ int sts_out2(int* ret, int saddr, float x, float y, int kind) {
+    if (kind == 0) {
+        asm volatile("st.shared.v2.f32 [%0], {%1,%2};\n" :: "r"(saddr), "f"(x), "f"(y) : "memory");
+    } else {
+        asm volatile("st.shared.u32 [%0], %1;\n"
+                     :: "r"(saddr), "r"(to_bits(x, kind) | (to_bits(y, kind) << 16)) : "memory");
+    }
+    return 0;
+}

@@ -1,0 +1,122 @@
+"""Hopper facts that need no GPU: the wgmma matrix descriptor bit by bit, where wgmma reads each
+operand element against where TMA's 128B swizzle put it, the accumulator fragment map, the
+configuration rules and the tensor-map argument checks."""
+import numpy as np
+import pytest
+
+from numba_tc import layout
+from numba_tc.config import ConfigError, WgmmaConfig
+
+from conftest import SIM
+
+
+def test_descriptor_bits_follow_the_ptx_isa():
+    # start address >> 4 in bits 0-13, LBO >> 4 in 16-29, SBO >> 4 in 32-45, swizzle in 62-63
+    d = layout.wgmma_desc(0x1230, 16, 1024, layout.SW128)
+    assert d == 0x123 | (1 << 16) | (64 << 32) | (1 << 62)
+    assert layout.wgmma_desc(0x3FFF0, 0x3FFF0, 0x3FFF0, 3) == (0x3FFF | (0x3FFF << 16) | (0x3FFF << 32) | (3 << 62))
+    assert layout.wgmma_desc(0x40010, 0, 0, 0) == 0x1                 # addresses wrap at 256 KiB
+    for field, shift in ((0, 0), (1, 16), (2, 32)):                   # each field alone, every bit
+        for bit in range(14):
+            args = [0, 0, 0]
+            args[field] = 16 << bit
+            assert layout.wgmma_desc(*args, 0) == 1 << (shift + bit)
+    assert all(layout.wgmma_desc(0, 0, 0, m) == m << 62 for m in range(4))
+    assert layout.wgmma_desc(0, 0, 0, 1) >> 46 & 0x7 == 0            # base offset 0 (1024-aligned tiles)
+
+
+def _wgmma_reads(desc_start, lbo, sbo, kmajor, mn, k):
+    """Where wgmma reads element (mn, k) of a 128B-swizzled operand from its descriptor fields:
+    CUTLASS's canonical layouts (K-major ((8,m),(T,2k)):((8T,SBO),(1,T)), MN-major
+    ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO)), T = 8 elements of 16 bits) at the start address, then
+    the 128B swizzle on the absolute address (bits 4-6 ^= bits 7-9)."""
+    if kmajor:
+        off = (mn % 8) * 128 + (mn // 8) * sbo + k * 2
+    else:
+        off = (mn % 64) * 2 + (mn // 64) * lbo + (k % 8) * 128 + (k // 8) * sbo
+    addr = desc_start + off
+    return addr ^ (((addr >> 7) & 7) << 4)
+
+
+def _tma_put(kmajor, mn, k):
+    """Where TMA (128B swizzle) put element (mn, k) of a stored tile: k-major one box of
+    [rows][64 k]; mn-major boxes of [64 k][64 mn], 8 KiB apart."""
+    if kmajor:
+        return layout.chunk_offset(mn, (2 * k) // 16, 8, True) + (2 * k) % 16
+    box, c = divmod(mn, 64)
+    return box * layout.BOX_BYTES + layout.chunk_offset(k, (2 * c) // 16, 8, True) + (2 * c) % 16
+
+
+@pytest.mark.parametrize("kmajor", [True, False])
+@pytest.mark.parametrize("n", [64, 128, 256])
+def test_wgmma_reads_every_operand_element_where_tma_put_it(kmajor, n):
+    tile = 5 * 1024                                   # any 1024-aligned shared address
+    lbo = 16 if kmajor else layout.BOX_BYTES
+    for mn0 in range(0, 256 - n + 1, 64):
+        for ks in range(4):                           # the four k16 steps of a 64-wide K slice
+            start = tile + layout.wgmma_operand_offset(kmajor, mn0, ks)
+            for mn in range(n):
+                for k in range(16):
+                    got = _wgmma_reads(start, lbo, layout.ATOM_BYTES, kmajor, mn, k)
+                    assert got == tile + _tma_put(kmajor, mn0 + mn, 16 * ks + k), (mn0, ks, mn, k)
+
+
+def test_accumulator_fragment_map_covers_the_tile_once():
+    for n in (64, 256):
+        seen = np.zeros((64, n), int)
+        for t in range(128):
+            for r in range(n // 2):
+                m, c = layout.wgmma_d_fragment(t, r)
+                seen[m, c] += 1
+                if r % 2:                             # register pairs are adjacent columns
+                    assert (m, c - 1) == layout.wgmma_d_fragment(t, r - 1)
+        assert (seen == 1).all()
+    # warp w owns rows 16w..16w+15, laid out as mma.sync m16n8 fragments
+    assert layout.wgmma_d_fragment(37, 5) == (16 + layout.c_fragment(5, 1)[0], 8 + layout.c_fragment(5, 1)[1])
+
+
+def test_wgmma_config_rules():
+    cfg = WgmmaConfig(bm=128, bn=256, consumers=2, producer=True, regs=(40, 232), persistent=True)
+    assert cfg.threads == 384 and cfg.acc_regs == 128 and cfg.stages == 4
+    assert cfg.smem_bytes <= 227 * 1024
+    with_store = cfg.replace(tma_store=True)
+    assert with_store.smem_bytes <= 227 * 1024 and with_store.epilogue_bytes == 2 * 2 * 8192
+    for bad, words in [(dict(bn=96), "one of"), (dict(bm=96), "multiple of 64"),
+                       (dict(consumers=1), "accumulators per thread"),
+                       (dict(producer=False), "needs producer"), (dict(regs=(44, 232)), "multiples of 8"),
+                       (dict(bm=192, consumers=3, regs=(24, 152)), "too few for 128 accumulators"),
+                       (dict(cluster=3), "1 or 2"), (dict(bm=512), "at most 256 rows")]:
+        with pytest.raises(ConfigError, match=words):
+            cfg.replace(**bad)
+
+
+@pytest.mark.skipif(SIM, reason="the Hopper ladder is not built under the simulator")
+def test_tensor_map_arguments_are_checked_before_the_driver():
+    from numba_tc import link
+    assert link.tma_requirements(1024, 64, 2) is None
+    assert "not 16-byte aligned" in link.tma_requirements(1026, 64, 2)
+    assert "126 bytes apart" in link.tma_requirements(1024, 63, 2)
+    with pytest.raises(ValueError, match="at most 256 x 256"):
+        link.encode_tensor_map(1024, "bfloat16", 64, 64, 64, 64, 512)
+    with pytest.raises(ValueError, match="at most 128 bytes"):
+        link.encode_tensor_map(1024, "float32", 64, 64, 64, 64, 64)
+
+
+@pytest.mark.skipif(SIM, reason="the Hopper ladder is not built under the simulator")
+def test_grids_and_operand_maps(monkeypatch):
+    from numba_tc import hopper, link
+    from numba_tc.arrays import Matrix
+    monkeypatch.setattr(link, "sm_count", lambda: 132)
+    assert hopper.grid_size(hopper.RUNG3, 1000, 1000) == 8 * 4
+    assert hopper.grid_size(hopper.RUNG5, 8192, 8192) == 132
+    assert hopper.grid_size(hopper.RUNG6, 200, 256) == 2              # a padded cluster
+    assert hopper.grid_size(hopper.RUNG6, 8192, 8192, resident=120) == 120
+    calls = []
+    monkeypatch.setattr(link, "tensor_map", lambda *a: calls.append(a) or len(calls))
+    a = Matrix(None, 300, 200, 200, False, "bfloat16", 4096)          # row-major A: k-major
+    b = Matrix(None, 200, 120, 120, False, "bfloat16", 8192)          # row-major B: mn-major
+    assert hopper.operand_maps(hopper.RUNG6, a, b) == (1, 2)
+    assert calls[0] == (4096, "bfloat16", 200, 300, 200, 64, 128)     # boxes of [128 rows][64 k]
+    assert calls[1] == (8192, "bfloat16", 120, 200, 120, 64, 64)      # boxes of [64 k][64 n]
+    hopper.operand_maps(hopper.RUNG6, a, b.transposed())              # column-major B: k-major,
+    assert calls[-1] == (8192, "bfloat16", 120, 200, 120, 64, 128)    # half of BN per cluster CTA

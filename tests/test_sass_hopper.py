@@ -1,0 +1,68 @@
+"""Every Hopper rung compiles offline to an sm_90a cubin whose SASS shows what the rung is about
+(HGMMA, UTMALDG, SYNCS mbarrier operations, USETMAXREG, UTMASTG), with no local memory; and the
+same kernel does not build for plain sm_90 (the arch gate is real). No GPU needed."""
+import pytest
+
+from numba_tc import hopper
+from numba_tc.sass import compile_cubin
+
+from conftest import SIM
+
+pytestmark = pytest.mark.skipif(SIM, reason="the simulator has no compiler")
+SIG = hopper.SIGNATURE
+
+
+def _compile(cfg, dtype="bfloat16", ta=False, tb=False, out="bfloat16", cc=(9, 0, "a")):
+    k = hopper.wgmma_kernel(cfg, dtype, out, ta, tb, True, True)
+    return compile_cubin(k.py_func, SIG, cc=cc, launch_bounds=(cfg.threads, cfg.min_blocks))
+
+
+@pytest.fixture(scope="module")
+def cubins():
+    out = {v.name: _compile(v.config) for v in hopper.RUNGS}
+    for name, c in out.items():
+        print(f"{name}: {c.registers} registers, {c.spill_bytes} spill bytes")
+    return out
+
+
+def _main_loop(c):
+    lines = c.sass.splitlines()
+    idx = [i for i, l in enumerate(lines) if "HGMMA" in l]
+    return lines[idx[0]:idx[-1] + 1]
+
+
+@pytest.mark.parametrize("v", hopper.RUNGS, ids=lambda v: v.name)
+def test_rung_sass(cubins, v):
+    c, cfg = cubins[v.name], v.config
+    assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
+    # one HGMMA per k16 step and m64 block of a consumer, m64nNk16 with N the tile width,
+    # the mn-major B read transposed
+    assert c.count("HGMMA") == 4 * (cfg.wg_m // 64)
+    assert f"HGMMA.64x{cfg.bn}x16.F32.BF16" in c.sass and ".tnspB" in c.sass
+    assert c.count("UTMALDG") > 0 and c.count("SYNCS") > 0
+    assert (c.count("USETMAXREG") > 0) == (cfg.regs != (0, 0))
+    assert (c.count("UTMASTG") > 0) == cfg.tma_store
+    # a cluster multicasts B and releases stages remotely (.RED: an arrival on a peer's barrier)
+    assert (c.count("UTMALDG.2D.MULTICAST") > 0) == (cfg.cluster > 1)
+    assert ("SYNCS.ARRIVE.TRANS64.RED" in c.sass) == (cfg.cluster > 1)
+    loop = _main_loop(c)
+    assert not any("CALL" in l for l in loop)                  # every primitive inlined
+    assert not any("MEMBAR.ALL.GPU" in l for l in loop)        # no GPU-scope fence per K slice
+    if cfg.producer:                                           # no block-wide barrier in the loop
+        assert not any("BAR.SYNC" in l and "BAR.SYNC.DEFER_BLOCKING 0x0" in l for l in loop)
+
+
+@pytest.mark.parametrize("dtype, ta, tb, out, instr", [
+    ("float16", False, False, "float32", "HGMMA.64x256x16.F32 "),      # (f16 inputs: no suffix)
+    ("bfloat16", True, True, "float32", "HGMMA.64x256x16.F32.BF16"),
+])
+def test_precisions_and_layouts(dtype, ta, tb, out, instr):
+    c = _compile(hopper.RUNG7, dtype, ta, tb, out)
+    assert instr in c.sass and c.local_memory_ops == 0
+    assert (".BF16" in c.sass) == (dtype == "bfloat16")
+    assert (".tnspA" in c.sass) == ta and (".tnspB" in c.sass) == (not tb)
+
+
+def test_wgmma_needs_sm90a():
+    with pytest.raises(RuntimeError, match="nvJitLink failed for sm_90"):
+        _compile(hopper.RUNG1, cc=(9, 0))
