@@ -76,6 +76,11 @@ def cmd_bench(args) -> int:
     recs = bench.run(names, sizes, dtype=args.dtype, layout=args.layout, command=command,
                      progress=not args.no_progress, budget_s=args.budget)
     print(bench.table(recs))
+    if len(sizes) > 1:
+        for name in names:
+            g = bench.geomean_ratio([r for r in recs if r.variant == name])
+            if g:
+                print(f"{name}: geometric mean {g:.3f}x cuBLAS over {len(sizes)} shapes")
     if args.json:
         bench.merge_records(args.json, recs)
         print(f"records merged into {args.json}")

@@ -300,6 +300,8 @@ def plot(records: Sequence, path: str, title: str = "") -> Optional[str]:
         return None
     names = list(dict.fromkeys(r["variant"] for r in rows))
     sizes = list(dict.fromkeys((r["m"], r["n"], r["k"]) for r in rows))
+    if len(names) == 1 and len(sizes) > 2:
+        return _plot_sweep(plt, rows, path, title)
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.5))
     w = 0.8 / len(sizes)
     for j, s in enumerate(sizes):
@@ -319,6 +321,38 @@ def plot(records: Sequence, path: str, title: str = "") -> Optional[str]:
     ax2.set_ylabel("% of cuBLAS")
     ax2.axhline(100, color="k", lw=0.8)
     fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def geomean_ratio(records: Sequence) -> Optional[float]:
+    """Geometric mean of the ratios to cuBLAS (None if any record has none)."""
+    rows = [asdict(r) if isinstance(r, Record) else r for r in records]
+    ratios = [r["ratio"] for r in rows]
+    if not ratios or any(not x for x in ratios):
+        return None
+    return float(np.exp(np.mean(np.log(ratios))))
+
+
+def _plot_sweep(plt, rows, path, title):
+    """One variant over many shapes: % of cuBLAS per shape, the geometric mean marked."""
+    fig, ax = plt.subplots(figsize=(max(8, 0.6 * len(rows)), 4.5))
+    labels = [f"{r['m']}x{r['n']}x{r['k']}" for r in rows]
+    pct = [100 * (r["ratio"] or 0) for r in rows]
+    ax.bar(range(len(rows)), pct, color=["C2" if p >= 100 else "C0" for p in pct])
+    for i, r in enumerate(rows):
+        ax.text(i, pct[i] + 1, f"{r['tflops']:.0f}", ha="center", fontsize=7)
+    g = geomean_ratio(rows)
+    if g:
+        ax.axhline(100 * g, ls="--", color="C3", label=f"geometric mean {100 * g:.1f}%")
+        ax.legend(fontsize=8)
+    ax.axhline(100, color="k", lw=0.8)
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels(labels, rotation=40, ha="right", fontsize=8)
+    ax.set_ylabel("% of cuBLAS (labels: TFLOP/s)")
+    ax.set_title(title)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
