@@ -71,6 +71,8 @@ def cmd_bench(args) -> int:
     from numba_tc import bench
     ladder = args.ladder or ("simt" if args.dtype == "float32" else "mma")
     names = args.variants or [v.name for v in numba_tc.variants(ladder=ladder, dtype=args.dtype)]
+    if args.variants:           # the plot title names the ladders actually run
+        ladder = "+".join(dict.fromkeys(numba_tc.get_variant(n).ladder for n in names))
     sizes = args.sizes or [(4096, 4096, 4096)]
     command = "python -m numba_tc " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     recs = bench.run(names, sizes, dtype=args.dtype, layout=args.layout, command=command,

@@ -400,7 +400,7 @@ RUNG5 = RUNG4.replace(persistent=True)
 RUNG6 = RUNG5.replace(cluster=2)
 # Rung 7 stores through shared memory by TMA, on rung 5 rather than 6: with this epilogue the
 # 2-CTA cluster measured slower on the H100 (bf16 8192^3: 702 vs 786 TFLOP/s, 4096^3: 765 vs 768;
-# benchmarks/results/tune_wgmma_h100.json), so `hopper` leaves clusters off.
+# benchmarks/results/tune_wgmma_h100.txt), so `hopper` leaves clusters off.
 RUNG7 = RUNG5.replace(tma_store=True)
 
 _IN = ("float16", "bfloat16")

@@ -76,3 +76,16 @@ def test_readme_example_compiles_to_one_hmma_in_registers():
     from numba_tc.examples import mma_16x8x16
     c = compile_cubin(mma_16x8x16.py_func, (uint32[::1], uint32[::1], float32[::1]))
     assert c.count("HMMA.16816.F32") == 1 and c.count("LDSM") == 2 and c.local_memory_ops == 0
+
+
+def test_ceiling_microkernel_is_register_only():
+    """The mma.sync ceiling kernel: CHAINS independent HMMA chains, no memory traffic in the loop."""
+    from numba import float32, int32
+    from numba.types import Array
+    from numba_tc import ceiling
+    c = compile_cubin(ceiling.ceiling_kernel("bfloat16").py_func, (Array(float32, 1, "C"), int32),
+                      launch_bounds=(128, 4))
+    assert c.count("HMMA") >= ceiling.CHAINS and c.local_memory_ops == 0
+    lines = c.sass.splitlines()
+    hmma = [i for i, l in enumerate(lines) if "HMMA" in l]
+    assert not any(op in l for l in lines[hmma[0]:hmma[-1]] for op in ("LDG", "LDS", "STG", "STS"))
