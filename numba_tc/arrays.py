@@ -70,6 +70,11 @@ class Matrix:
         """Every row (column, if trans) starts on a 16-byte boundary: 16-byte accesses are legal."""
         return self.ptr % 16 == 0 and (self.ld * self.itemsize) % 16 == 0
 
+    @property
+    def pairs_aligned(self) -> bool:
+        """Adjacent columns can be written as one 2-element store (C's paired epilogue stores)."""
+        return self.ptr % (2 * self.itemsize) == 0 and self.ld % 2 == 0
+
     def overlaps(self, other: "Matrix") -> bool:
         """Whether the memory spans of two operands intersect."""
         if self.data.size == 0 or other.data.size == 0:

@@ -45,8 +45,8 @@ from .link import (cluster_ctarank, cluster_sync, fence_proxy_async, mbar_arrive
                    tma_load_2d_multicast, tma_prefetch_map, tma_requirements, tma_store_2d,
                    tma_store_commit, tma_store_wait_all, tma_store_wait_read, wgmma_commit,
                    wgmma_fence, wgmma_m64n64k16, wgmma_m64n128k16, wgmma_m64n256k16, wgmma_wait)
-from .schedule import tile_origin
-from .tensorcore import OUT_KIND, store_fragment
+from .schedule import cdiv, tile_origin
+from .tensorcore import OUT_KIND, store_fragments
 
 __all__ = ["RUNGS", "wgmma_kernel", "SIGNATURE", "KIND"]
 
@@ -54,10 +54,6 @@ KIND = {"float16": 0, "bfloat16": 1}            # ptx/hopper.cu wgmma input kind
 _WGMMA = {64: wgmma_m64n64k16, 128: wgmma_m64n128k16, 256: wgmma_m64n256k16}
 BK = 64                                        # K elements per slice (one 128-byte swizzled row)
 SIGNATURE = (int64,) * 8                       # tensor maps A, B, C; C; M, N, K; ldc
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -114,14 +110,12 @@ _wgmma_all = unrolled(_wgmma_one, 8)
 
 
 @device
-def _store_one(t, C, ldc, M, N, acc, m0, n0, lane, NI, OUT_ITEM, OUT_K, vc):
-    """Accumulator fragment t (m64 block t // NI, n8 column block t % NI) of this warp, to C."""
-    i = t // NI
-    j = t - i * NI
-    store_fragment(C, ldc, M, N, acc, 4 * t, m0 + 64 * i, n0 + 8 * j, lane, OUT_ITEM, OUT_K, vc)
-
-
-_store_all = unrolled(_store_one, 64)
+def _consume(pacc, stage, full, ph, a_row0, A_BYTES, A_KM, B_KM, TA, TB, MI, BN, KND, WG):
+    """Wait for the stage's K slice to land, then issue (and commit, as one group) its wgmmas."""
+    mbar_wait(full, ph)
+    wgmma_fence()
+    _wgmma_all(4 * MI, pacc, stage, a_row0, A_BYTES, A_KM, B_KM, TA, TB, MI, BN, KND, WG)
+    wgmma_commit()
 
 
 @device
@@ -252,17 +246,14 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
             s = 0
             ph = 0
             for t in range(ktiles):
-                mbar_wait(bars + 8 * s, ph)
-                wgmma_fence()
-                _wgmma_all(4 * MI, pacc, sbase + s * STAGE, a_row0, A_BYTES, A_KM, B_KM, TA, TB, MI, BN, KND, WG)
-                wgmma_commit()
+                _consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0, A_BYTES, A_KM, B_KM, TA, TB, MI, BN, KND, WG)
                 wgmma_wait(0)
                 cuda.syncthreads()                        # every warpgroup is done with stage s
                 if tid == 0 and t + S < ktiles:
                     _produce(TMA_A, TMA_B, sbase + s * STAGE, bars + 8 * s, bm0, bn0, (t + S) * BK, 0,
                              A_KM, B_KM, BM, BN, A_BYTES, STAGE, 1)
                 s, ph = _advance(s, ph, S)
-            _store_all(MI * NI, C, ldc, M, N, acc, bm0 + m_warp, bn0, lane, NI, OUT_ITEM, OUT_K, vc)
+            store_fragments(MI * NI, C, ldc, M, N, acc, bm0 + m_warp, bn0, lane, NI, 64, OUT_ITEM, OUT_K, vc)
             return
 
         # Rungs 3-7: warpgroup CONS produces, warpgroups 0..CONS-1 consume. Cluster tiles cid,
@@ -297,10 +288,7 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
                     acc[i] = float32(0)
                 prev = 0
                 for t in range(ktiles):
-                    mbar_wait(bars + 8 * s, ph)
-                    wgmma_fence()
-                    _wgmma_all(4 * MI, pacc, sbase + s * STAGE, a_row0, A_BYTES, A_KM, B_KM, TA, TB, MI, BN, KND, WG)
-                    wgmma_commit()
+                    _consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0, A_BYTES, A_KM, B_KM, TA, TB, MI, BN, KND, WG)
                     wgmma_wait(1)                         # the slice before this one is done:
                     if t > 0 and lane == 0:               # release its stage (in every CTA)
                         _release(bars + 8 * (S + prev), CL)
@@ -314,7 +302,7 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
                                  lane, BN, NBOX, COLS, OUT_ITEM, OUT_K, 1 + wg)
                     nbox += MI * NBOX
                 else:
-                    _store_all(MI * NI, C, ldc, M, N, acc, bm0 + m_warp, bn0, lane, NI, OUT_ITEM, OUT_K, vc)
+                    store_fragments(MI * NI, C, ldc, M, N, acc, bm0 + m_warp, bn0, lane, NI, 64, OUT_ITEM, OUT_K, vc)
             if TMA_C and tw == 0:
                 tma_store_wait_all()
         if CL > 1:
@@ -355,7 +343,7 @@ def grid_size(cfg: WgmmaConfig, m: int, n: int, resident: int = 0) -> int:
     block per SM)."""
     from .link import sm_count
     cl = cfg.cluster
-    tiles = _cdiv(_cdiv(m, cfg.bm), cl) * cl * _cdiv(n, cfg.bn)
+    tiles = cdiv(cdiv(m, cfg.bm), cl) * cl * cdiv(n, cfg.bn)
     if cfg.persistent:
         return min(tiles, resident or (sm_count() * cfg.min_blocks) // cl * cl)
     return tiles
@@ -372,11 +360,10 @@ def output_map(cfg: WgmmaConfig, c):
 
 def _launch(cfg: WgmmaConfig):
     from .link import enable_dynamic_smem, launch_cluster, max_active_clusters
-    from .tensorcore import _pairs_aligned
 
     def launch(a, b, c, stream):
         mc = output_map(cfg, c)
-        k = wgmma_kernel(cfg, a.dtype, c.dtype, a.trans, b.trans, _pairs_aligned(c), mc != 0)
+        k = wgmma_kernel(cfg, a.dtype, c.dtype, a.trans, b.trans, c.pairs_aligned, mc != 0)
         enable_dynamic_smem(k, SIGNATURE, cfg.smem_bytes)
         ma, mb = operand_maps(cfg, a, b)
         args = (ma, mb, mc, c.ptr, c.rows, c.cols, a.cols, c.ld)

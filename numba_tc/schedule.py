@@ -9,7 +9,12 @@ from __future__ import annotations
 
 from numba.extending import register_jitable
 
-__all__ = ["tile_origin", "tile_order"]
+__all__ = ["cdiv", "tile_origin", "tile_order"]
+
+
+def cdiv(a: int, b: int) -> int:
+    """Tiles of size b needed to cover a (ceiling division)."""
+    return -(-a // b)
 
 
 @register_jitable

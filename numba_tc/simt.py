@@ -23,12 +23,9 @@ from numba import cuda, float32
 from .config import SimtConfig, Variant
 from .jit import device, kernel, unrolled
 from .link import load_f32x4, ptr, store_f32x4
+from .schedule import cdiv
 
 __all__ = ["RUNGS", "naive_kernel", "coalesced_kernel", "tiled_kernel", "launch_grid"]
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -271,11 +268,11 @@ def tiled_kernel(cfg: SimtConfig, ta: bool, tb: bool, va: bool, vb: bool, vc: bo
 def launch_grid(rung: int, cfg, m: int, n: int):
     """(grid, block) for a rung: x walks N tiles, y walks M tiles (rung 1: x walks M)."""
     if rung == 1:
-        grid, block = (_cdiv(m, 32), _cdiv(n, 32)), (32, 32)
+        grid, block = (cdiv(m, 32), cdiv(n, 32)), (32, 32)
     elif rung == 2:
-        grid, block = (_cdiv(n, 32), _cdiv(m, 32)), (1024,)
+        grid, block = (cdiv(n, 32), cdiv(m, 32)), (1024,)
     else:
-        grid, block = (_cdiv(n, cfg.bn), _cdiv(m, cfg.bm)), (cfg.threads,)
+        grid, block = (cdiv(n, cfg.bn), cdiv(m, cfg.bm)), (cfg.threads,)
     if grid[1] > 65535:
         raise ValueError(f"a {m}x{n} output needs a grid of {grid} blocks; the y dimension is "
                          "limited to 65535 (split the problem)")

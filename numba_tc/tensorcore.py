@@ -32,9 +32,10 @@ from .link import (copy16, cp_async16, cp_async_commit, cp_async_wait, ldg_u16, 
                    lds_u32, ldsm_x4, ldsm_x4_t, round_tf32, mma_bf16_m16n8k16, mma_f16_m16n8k16, mma_tf32_m16n8k8,
                    ptr, smem_addr, stg_out1, stg_out2, sts_u16, sts_u32)
 from .layout import a_fragment, b_fragment, c_fragment, chunk_offset
-from .schedule import tile_origin
+from .schedule import cdiv, tile_origin
 
-__all__ = ["RUNGS", "naive_kernel", "tiled_kernel", "compute_dtype", "OUT_KIND", "store_fragment"]
+__all__ = ["RUNGS", "naive_kernel", "tiled_kernel", "compute_dtype", "OUT_KIND", "store_fragment",
+           "store_fragments"]
 
 # Output element conversion in the epilogue (ptx/mma.cu: to_bits)
 OUT_KIND = {"float32": 0, "float16": 1, "bfloat16": 2}
@@ -48,10 +49,6 @@ def compute_dtype(input_dtype: str) -> str:
 
 def _itemsize(dtype: str) -> int:
     return 4 if dtype == "tf32" else 2
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -268,13 +265,16 @@ _ksteps = unrolled(_kstep, 8)
 
 
 @device
-def _store_one(t, C, ldc, M, N, acc, m0, n0, lane, NI, OUT_ITEM, OUT_K, vc):
+def _store_one(t, C, ldc, M, N, acc, m0, n0, lane, NI, MSTEP, OUT_ITEM, OUT_K, vc):
+    """Accumulator fragment t (row block t // NI, MSTEP rows apart; n8 column block t % NI)."""
     i = t // NI
     j = t - i * NI
-    store_fragment(C, ldc, M, N, acc, 4 * t, m0 + 16 * i, n0 + 8 * j, lane, OUT_ITEM, OUT_K, vc)
+    store_fragment(C, ldc, M, N, acc, 4 * t, m0 + MSTEP * i, n0 + 8 * j, lane, OUT_ITEM, OUT_K, vc)
 
 
-_store_all = unrolled(_store_one, 64)
+# A warp's accumulators to C, fragment by fragment: m16 blocks (MSTEP 16) for mma.sync, m64
+# blocks of the wgmma accumulator (MSTEP 64) for the Hopper ladder.
+store_fragments = unrolled(_store_one, 64)
 
 
 @device
@@ -395,7 +395,7 @@ def tiled_kernel(cfg: MmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool,
                 cuda.syncthreads()
 
         if MINB > 0:    # (reads MINB so that launch bounds enter Numba's cache key; always true)
-            _store_all(MI * NI, C, ldc, M, N, acc, bm0 + wm0, bn0 + wn0, lane, NI, OUT_ITEM, OUT_K, vc)
+            store_fragments(MI * NI, C, ldc, M, N, acc, bm0 + wm0, bn0 + wn0, lane, NI, 16, OUT_ITEM, OUT_K, vc)
 
     return kernel(mma_tiled, launch_bounds=(NT, MINB), cache=False)
 
@@ -410,18 +410,13 @@ def _args(a, b, c):
     return (a.ptr, b.ptr, c.ptr, c.rows, c.cols, a.cols, a.ld, b.ld, c.ld)
 
 
-def _pairs_aligned(c) -> bool:
-    """Adjacent columns of C can be written as one 2-element store."""
-    return c.ptr % (2 * c.itemsize) == 0 and c.ld % 2 == 0
-
-
 def _launch_naive(a, b, c, stream):
     k = naive_kernel(compute_dtype(a.dtype), c.dtype, a.trans, b.trans)
-    k[(_cdiv(c.cols, 32), _cdiv(c.rows, 32)), 128, stream](*_args(a, b, c))
+    k[(cdiv(c.cols, 32), cdiv(c.rows, 32)), 128, stream](*_args(a, b, c))
 
 
 def grid_size(cfg: MmaConfig, m: int, n: int) -> int:
-    return _cdiv(m, cfg.bm) * _cdiv(n, cfg.bn)
+    return cdiv(m, cfg.bm) * cdiv(n, cfg.bn)
 
 
 def _launch_tiled(cfg: MmaConfig):
@@ -429,7 +424,7 @@ def _launch_tiled(cfg: MmaConfig):
 
     def launch(a, b, c, stream):
         k = tiled_kernel(cfg, compute_dtype(a.dtype), c.dtype, a.trans, b.trans,
-                         a.aligned16, b.aligned16, _pairs_aligned(c))
+                         a.aligned16, b.aligned16, c.pairs_aligned)
         enable_dynamic_smem(k, SIGNATURE, cfg.smem_bytes)
         k[grid_size(cfg, c.rows, c.cols), cfg.threads, stream, cfg.smem_bytes](*_args(a, b, c))
     launch.config = cfg

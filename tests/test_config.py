@@ -60,3 +60,15 @@ def test_launch_grid_covers_ragged_shapes():
 def test_launch_grid_rejects_too_tall():
     with pytest.raises(ValueError, match="grid"):
         simt.launch_grid(3, simt.RUNG3, 32 * 70000, 32)
+
+
+def test_tile_order_visits_every_tile_once_in_groups():
+    from numba_tc.schedule import cdiv, tile_order
+    assert cdiv(257, 128) == 3 and cdiv(256, 128) == 2 and cdiv(0, 8) == 0
+    for grid_m, grid_n, group in ((3, 4, 2), (5, 3, 8), (7, 7, 1), (16, 16, 8)):
+        order = tile_order(grid_m, grid_n, group)
+        assert sorted(order) == [(i, j) for i in range(grid_m) for j in range(grid_n)]
+        # consecutive pids walk down a group of rows before moving to the next column
+        assert order[:min(group, grid_m)] == [(i, 0) for i in range(min(group, grid_m))]
+    assert tile_order(4, 3, 1) == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2), (2, 0), (2, 1),
+                                   (2, 2), (3, 0), (3, 1), (3, 2)]     # group 1: row-major

@@ -169,25 +169,19 @@ extern "C" __device__ int stg_out1(int* ret, i64 gaddr, float x, int kind) {
     else asm volatile("st.global.u16 [%0], %1;\n" :: "l"(gaddr), "h"((u16)to_bits(x, kind)) : "memory");
     return 0;
 }
-// C[gaddr], C[gaddr + 1 element] = x, y as one 8-byte (fp32) or 4-byte (16-bit) store; the
-// caller guarantees the alignment.
-extern "C" __device__ int stg_out2(int* ret, i64 gaddr, float x, float y, int kind) {
-    if (kind == 0) {
-        asm volatile("st.global.v2.f32 [%0], {%1,%2};\n" :: "l"(gaddr), "f"(x), "f"(y) : "memory");
-    } else {
-        asm volatile("st.global.u32 [%0], %1;\n"
-                     :: "l"(gaddr), "r"(to_bits(x, kind) | (to_bits(y, kind) << 16)) : "memory");
-    }
-    return 0;
+// C[addr], C[addr + 1 element] = x, y as one 8-byte (fp32) or 4-byte (16-bit) store; the caller
+// guarantees the alignment. stg_out2: global (64-bit address); sts_out2: shared (32-bit address,
+// for epilogues staged through shared memory).
+#define OUT2(NAME, SPACE, ADDR_T, AC)                                                            \
+extern "C" __device__ int NAME(int* ret, ADDR_T addr, float x, float y, int kind) {           \
+    if (kind == 0) {                                                                           \
+        asm volatile("st." SPACE ".v2.f32 [%0], {%1,%2};\n" :: AC(addr), "f"(x), "f"(y) : "memory"); \
+    } else {                                                                                   \
+        asm volatile("st." SPACE ".u32 [%0], %1;\n"                                            \
+                     :: AC(addr), "r"(to_bits(x, kind) | (to_bits(y, kind) << 16)) : "memory"); \
+    }                                                                                          \
+    return 0;                                                                                  \
 }
-// Shared-memory twin of stg_out2 (for epilogues staged through shared memory): saddr is a
-// 32-bit shared address, 8-byte (fp32) or 4-byte (16-bit) aligned.
-extern "C" __device__ int sts_out2(int* ret, int saddr, float x, float y, int kind) {
-    if (kind == 0) {
-        asm volatile("st.shared.v2.f32 [%0], {%1,%2};\n" :: "r"(saddr), "f"(x), "f"(y) : "memory");
-    } else {
-        asm volatile("st.shared.u32 [%0], %1;\n"
-                     :: "r"(saddr), "r"(to_bits(x, kind) | (to_bits(y, kind) << 16)) : "memory");
-    }
-    return 0;
-}
+OUT2(stg_out2, "global", i64, "l")
+OUT2(sts_out2, "shared", int, "r")
+#undef OUT2
