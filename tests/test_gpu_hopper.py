@@ -68,7 +68,7 @@ def _padded(torch, rows, cols, trans, dtype):
 @pytest.mark.parametrize("layout", verify.LAYOUTS)
 def test_cp_async_loader_with_ragged_edges(variant, layout):
     torch = pytest.importorskip("torch")
-    from numba_tc import hopper, link
+    from numba_tc import link
     for m, n, k in [(333, 201, 267), (130, 1000, 75), (7, 9, 5)]:   # partial 16-byte chunks at every edge
         a = _padded(torch, m, k, layout[0] == "T", torch.bfloat16)
         b = _padded(torch, k, n, layout[1] == "T", torch.bfloat16)
