@@ -19,22 +19,18 @@ by exactly their note:
    multicasts it, and consumers release a stage in both CTAs (remote mbarrier arrivals).
 7. ``hopper``: the epilogue goes through shared memory (128B-swizzled boxes, bank-conflict free)
    and out by TMA stores, asynchronous and clipped at C's edges. Built on rung 5: with this
-   epilogue the cluster measured slower. Problems whose 128x256 tiles would leave SMs idle get
-   128x128 tiles (``pick_tiles``).
-
-Operand loaders: TMA reads rows that do not start on a 32-byte sector at about half speed
-(``link.tma_rows_fast``), so on the rungs with a producer warpgroup and no cluster such an
-operand is copied by all 128 producer threads with 16-byte ``cp.async`` into the same swizzled
-layout, each thread arriving on the stage's full barrier when its copies land
-(``cp.async.mbarrier.arrive``); the consumers add a proxy fence before wgmma reads them.
+   epilogue the cluster measured slower, except where B's rows do not start on 32-byte sectors
+   (TMA then moves a fifth more sectors per row, and B is two thirds of the traffic): there
+   ``hopper`` multicasts B as rung 6 does (523 -> 758 TFLOP/s at 4096^3). Problems whose 128x256
+   tiles would leave SMs idle take 128x128 tiles. ``pick_config`` chooses, per problem.
 
 Conventions (as in ``tensorcore.py``): C (M x N, row-major, ``ldc``) = A (M x K) @ B (K x N);
 ``ta``/``tb`` say A/B are column-major. Each operand is loaded as it lies in global memory: a
 k-major one (A row-major, B column-major) as one TMA box of [rows][64 k], an mn-major one as
 boxes of [64 k][64 mn], read by wgmma with its transpose flag; no layout needs a host copy.
 Ragged M, N, K: TMA zero-fills boxes past the edges and the epilogue writes only inside C.
-TMA (and 16-byte cp.async) need 16-byte aligned rows (``link.tma_requirements``); other operands
-are refused with the reason, and ``variant="auto"`` falls back to the mma.sync ladder for them.
+TMA needs 16-byte aligned rows (``link.tma_requirements``); other operands are refused with the
+reason, and ``variant="auto"`` falls back to the mma.sync ladder for them.
 """
 from __future__ import annotations
 
@@ -45,14 +41,13 @@ from numba import cuda, float32, int64, uint32
 from . import layout
 from .config import Variant, WgmmaConfig
 from .jit import device, kernel, unrolled
-from .layout import c_fragment, chunk_offset, copy_chunk, wgmma_desc, wgmma_operand_offset
-from .link import (cluster_ctarank, cluster_sync, cp_async16, cp_async_mbar_arrive, fence_proxy_async,
-                   mbar_arrive, mbar_arrive_cluster, mbar_expect_tx, mbar_fence_init, mbar_init,
-                   mbar_wait, named_barrier, ptr, setmaxnreg_dec, setmaxnreg_inc, smem_addr, sts_out2,
-                   tma_load_2d, tma_load_2d_multicast, tma_prefetch_map, tma_requirements,
-                   tma_rows_fast, tma_store_2d, tma_store_commit, tma_store_wait_all,
-                   tma_store_wait_read, wgmma_commit, wgmma_fence, wgmma_m64n64k16, wgmma_m64n128k16,
-                   wgmma_m64n256k16, wgmma_wait)
+from .layout import c_fragment, chunk_offset, wgmma_desc, wgmma_operand_offset
+from .link import (cluster_ctarank, cluster_sync, fence_proxy_async, mbar_arrive, mbar_arrive_cluster,
+                   mbar_expect_tx, mbar_fence_init, mbar_init, mbar_wait, named_barrier, ptr,
+                   setmaxnreg_dec, setmaxnreg_inc, smem_addr, sts_out2, tma_load_2d,
+                   tma_load_2d_multicast, tma_prefetch_map, tma_requirements, tma_rows_fast, tma_store_2d,
+                   tma_store_commit, tma_store_wait_all, tma_store_wait_read, wgmma_commit,
+                   wgmma_fence, wgmma_m64n64k16, wgmma_m64n128k16, wgmma_m64n256k16, wgmma_wait)
 from .schedule import cdiv, tile_origin
 from .tensorcore import OUT_KIND, store_fragments
 
@@ -61,7 +56,7 @@ __all__ = ["RUNGS", "wgmma_kernel", "SIGNATURE", "KIND"]
 KIND = {"float16": 0, "bfloat16": 1}            # ptx/hopper.cu wgmma input kinds
 _WGMMA = {64: wgmma_m64n64k16, 128: wgmma_m64n128k16, 256: wgmma_m64n256k16}
 BK = 64                                        # K elements per slice (one 128-byte swizzled row)
-SIGNATURE = (int64,) * 12                      # tensor maps A, B, C; A, B, C; M, N, K; lda, ldb, ldc
+SIGNATURE = (int64,) * 8                       # tensor maps A, B, C; C; M, N, K; ldc
 
 
 # ---------------------------------------------------------------------------------------------
@@ -93,44 +88,15 @@ def _load_operand(tmap, dst, kmajor, ROWS, mn0, k0, bar, MASK):
 
 
 @device
-def _copy_operand(src, ld, dst, kmajor, ROWS, mn0, k0, MN, K, pt):
-    """cp.async what ``_load_operand`` would TMA (the K slice at k0 of rows/columns mn0..mn0+ROWS
-    of an operand whose stored rows are ``ld`` elements apart) into the same 128B-swizzled layout
-    (``layout.copy_chunk``), zero-filling outside MN x K, also inside a chunk."""
-    for i in range(ROWS // 16):
-        off, dmn, dk = copy_chunk(pt, i, kmajor)
-        if kmajor:                        # stored rows are operand rows, chunks run along K
-            row, col, nrow, ncol = mn0 + dmn, k0 + dk, MN, K
-        else:                             # stored rows are K rows, chunks run along MN
-            row, col, nrow, ncol = k0 + dk, mn0 + dmn, K, MN
-        n = min(max(ncol - col, 0), 8)
-        if row >= nrow:
-            n = 0
-        cp_async16(dst + off, src + (row * ld + col) * 2 if n > 0 else src, 2 * n)
-
-
-@device
-def _produce(tma, tmb, A, B, lda, ldb, M, N, K, pt, stage, full, bm0, bn0, k0, rank, A_KM, B_KM,
-             BM, BN, A_BYTES, TMA_BYTES, CL, CPA_A, CPA_B):
-    """Fill a stage with A's and B's K slice k0. TMA operands: thread 0 expects their bytes on
-    ``full`` (zero-filled parts of a box count too) and issues the boxes; in a cluster each CTA
-    loads 1/CL of the shared B tile and multicasts it to all, so the peers' loads complete on this
-    CTA's ``full`` too. cp.async operands (``CPA_*``: rows TMA reads slowly): every producer
-    thread copies its chunks and arrives on ``full`` once they have landed."""
-    if pt == 0 and TMA_BYTES > 0:
-        mbar_expect_tx(full, TMA_BYTES)
-        if not CPA_A:
-            _load_operand(tma, stage, A_KM, BM, bm0, k0, full, 0)
-        if not CPA_B:
-            PART = BN // CL
-            _load_operand(tmb, stage + A_BYTES + wgmma_operand_offset(B_KM, rank * PART, 0), B_KM, PART,
-                          bn0 + rank * PART, k0, full, (1 << CL) - 1 if CL > 1 else 0)
-    if CPA_A:
-        _copy_operand(A, lda, stage, A_KM, BM, bm0, k0, M, K, pt)
-    if CPA_B:
-        _copy_operand(B, ldb, stage + A_BYTES, B_KM, BN, bn0, k0, N, K, pt)
-    if CPA_A or CPA_B:
-        cp_async_mbar_arrive(full)
+def _produce(tma, tmb, stage, full, bm0, bn0, k0, rank, A_KM, B_KM, BM, BN, A_BYTES, STAGE, CL):
+    """Expect a whole stage of bytes on ``full`` (zero-filled parts of a box count too), then
+    issue the loads of A's and B's K slice k0. In a cluster each CTA loads 1/CL of the shared
+    B tile and multicasts it to all: the peers' loads complete on this CTA's ``full`` too."""
+    mbar_expect_tx(full, STAGE)
+    _load_operand(tma, stage, A_KM, BM, bm0, k0, full, 0)
+    PART = BN // CL
+    _load_operand(tmb, stage + A_BYTES + wgmma_operand_offset(B_KM, rank * PART, 0), B_KM, PART,
+                  bn0 + rank * PART, k0, full, (1 << CL) - 1 if CL > 1 else 0)
 
 
 @device
@@ -147,13 +113,9 @@ _wgmma_all = unrolled(_wgmma_one, 8)
 
 
 @device
-def _consume(pacc, stage, full, ph, a_row0, A_BYTES, A_KM, B_KM, TA, TB, MI, BN, KND, WG, CPA):
-    """Wait for the stage's K slice to land, then issue (and commit, as one group) its wgmmas.
-    cp.async writes shared memory through the generic proxy and wgmma reads it through the async
-    one: with a cp.async operand (``CPA``) a proxy fence orders the two."""
+def _consume(pacc, stage, full, ph, a_row0, A_BYTES, A_KM, B_KM, TA, TB, MI, BN, KND, WG):
+    """Wait for the stage's K slice to land, then issue (and commit, as one group) its wgmmas."""
     mbar_wait(full, ph)
-    if CPA:
-        fence_proxy_async()
     wgmma_fence()
     _wgmma_all(4 * MI, pacc, stage, a_row0, A_BYTES, A_KM, B_KM, TA, TB, MI, BN, KND, WG)
     wgmma_commit()
@@ -221,19 +183,12 @@ def _cluster_tile(ct, rank, grid_m, grid_n, GROUP, BM, BN, CL):
 
 @functools.lru_cache(maxsize=None)
 def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool, vc: bool,
-                 tma_c: bool = False, cpa_a: bool = False, cpa_b: bool = False):
+                 tma_c: bool = False):
     """The Hopper kernel for one configuration, input type, output type and operand layout.
     vc: C's column pairs are aligned for paired stores; tma_c: C can be written by TMA (used when
-    the configuration has ``tma_store``); cpa_a/cpa_b: the producer loads A/B by cp.async
-    instead of TMA (see ``loaders``)."""
+    the configuration has ``tma_store``)."""
     BM, BN, S, CONS, CL = cfg.bm, cfg.bn, cfg.stages, cfg.consumers, cfg.cluster
     PRODUCER, (REG_P, REG_C), GROUP = cfg.producer, cfg.regs, cfg.group_m
-    CPA_A, CPA_B = cpa_a, cpa_b
-    CPA = CPA_A or CPA_B
-    if CPA and (not PRODUCER or CL > 1):
-        raise ValueError("cp.async operand loads need a producer warpgroup and no cluster (no multicast)")
-    if CPA:         # 128 copying threads: setmaxnreg's 40-register producer would be too tight
-        REG_P, REG_C = 0, 0
     TMA_C = cfg.tma_store and tma_c
     WG_M = cfg.wg_m
     MI = WG_M // 64
@@ -243,8 +198,6 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
     TA, TB = int(not A_KM), int(not B_KM)       # wgmma transpose flags: operand is mn-major
     A_BYTES = BM * BK * 2
     STAGE = cfg.stage_bytes
-    TMA_BYTES = STAGE - (A_BYTES if CPA_A else 0) - (BN * BK * 2 if CPA_B else 0)
-    FULL_ARRIVALS = int(TMA_BYTES > 0) + (128 if CPA else 0)   # TMA thread's arrival; each copier's
     KND = KIND[dtype]
     WG = _WGMMA[BN]
     OUT_K = OUT_KIND[out_dtype]
@@ -255,7 +208,7 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
     NT = cfg.threads
     EMPTY_ARRIVALS = CONS * 4 * CL              # lane 0 of every consumer warp of the cluster
 
-    def wgmma_gemm(TMA_A, TMA_B, TMC, A, B, C, M, N, K, lda, ldb, ldc):
+    def wgmma_gemm(TMA_A, TMA_B, TMC, C, M, N, K, ldc):
         smem = cuda.shared.array(0, uint32)
         sbase = (smem_addr(ptr(smem)) + 1023) & ~1023    # the swizzle repeats every 1024 bytes
         ebase = sbase + S * STAGE                         # output boxes (tma_store)
@@ -264,12 +217,10 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
         wg = tid >> 7
         lane = tid & 31
         if tid == 0:
-            if not CPA_A:
-                tma_prefetch_map(TMA_A)
-            if not CPA_B:
-                tma_prefetch_map(TMA_B)
+            tma_prefetch_map(TMA_A)
+            tma_prefetch_map(TMA_B)
             for s in range(S):
-                mbar_init(bars + 8 * s, FULL_ARRIVALS)
+                mbar_init(bars + 8 * s, 1)
                 mbar_init(bars + 8 * (S + s), EMPTY_ARRIVALS)
             mbar_fence_init()
         if CL > 1:
@@ -293,18 +244,17 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
             if tid == 0:
                 for s in range(S):
                     if s < ktiles:
-                        _produce(TMA_A, TMA_B, A, B, lda, ldb, M, N, K, 0, sbase + s * STAGE, bars + 8 * s,
-                                 bm0, bn0, s * BK, 0, A_KM, B_KM, BM, BN, A_BYTES, STAGE, 1, False, False)
+                        _produce(TMA_A, TMA_B, sbase + s * STAGE, bars + 8 * s, bm0, bn0, s * BK, 0,
+                                 A_KM, B_KM, BM, BN, A_BYTES, STAGE, 1)
             s = 0
             ph = 0
             for t in range(ktiles):
-                _consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0, A_BYTES, A_KM, B_KM, TA, TB, MI, BN,
-                         KND, WG, False)
+                _consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0, A_BYTES, A_KM, B_KM, TA, TB, MI, BN, KND, WG)
                 wgmma_wait(0)
                 cuda.syncthreads()                        # every warpgroup is done with stage s
                 if tid == 0 and t + S < ktiles:
-                    _produce(TMA_A, TMA_B, A, B, lda, ldb, M, N, K, 0, sbase + s * STAGE, bars + 8 * s,
-                             bm0, bn0, (t + S) * BK, 0, A_KM, B_KM, BM, BN, A_BYTES, STAGE, 1, False, False)
+                    _produce(TMA_A, TMA_B, sbase + s * STAGE, bars + 8 * s, bm0, bn0, (t + S) * BK, 0,
+                             A_KM, B_KM, BM, BN, A_BYTES, STAGE, 1)
                 s, ph = _advance(s, ph, S)
             store_fragments(MI * NI, C, ldc, M, N, acc, bm0 + m_warp, bn0, lane, NI, 64, OUT_ITEM, OUT_K, vc)
             return
@@ -318,17 +268,15 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
         if wg == CONS:
             if REG_P > 0:
                 setmaxnreg_dec(REG_P)
-            pt = tid - CONS * 128
-            if CPA or pt == 0:                            # TMA needs one thread, cp.async all 128
+            if tid == CONS * 128:
                 s = 0
                 ph = 0
                 for ct in range(cid, ntiles, nclusters):
                     bm0, bn0 = _cluster_tile(ct, rank, grid_m, grid_n, GROUP, BM, BN, CL)
                     for t in range(ktiles):
                         mbar_wait(bars + 8 * (S + s), ph ^ 1)     # the cluster released the stage
-                        _produce(TMA_A, TMA_B, A, B, lda, ldb, M, N, K, pt, sbase + s * STAGE, bars + 8 * s,
-                                 bm0, bn0, t * BK, rank, A_KM, B_KM, BM, BN, A_BYTES, TMA_BYTES, CL,
-                                 CPA_A, CPA_B)
+                        _produce(TMA_A, TMA_B, sbase + s * STAGE, bars + 8 * s, bm0, bn0, t * BK, rank,
+                                 A_KM, B_KM, BM, BN, A_BYTES, STAGE, CL)
                         s, ph = _advance(s, ph, S)
         else:
             if REG_C > 0:
@@ -343,8 +291,7 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
                     acc[i] = float32(0)
                 prev = 0
                 for t in range(ktiles):
-                    _consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0, A_BYTES, A_KM, B_KM, TA, TB, MI,
-                             BN, KND, WG, CPA)
+                    _consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0, A_BYTES, A_KM, B_KM, TA, TB, MI, BN, KND, WG)
                     wgmma_wait(1)                         # the slice before this one is done:
                     if t > 0 and lane == 0:               # release its stage (in every CTA)
                         _release(bars + 8 * (S + prev), CL)
@@ -378,41 +325,32 @@ def _check(a, b, c):
     return None
 
 
-def loaders(cfg: WgmmaConfig, a, b):
-    """Which operands the producer copies by cp.async instead of TMA: those whose rows TMA reads
-    at half speed (``link.tma_rows_fast``), when there is a producer warpgroup to do it and no
-    cluster (cp.async cannot multicast). Returns (cp.async A, cp.async B)."""
-    if not cfg.producer or cfg.cluster > 1:
-        return False, False
-    return (not tma_rows_fast(a.ptr, a.ld, a.itemsize), not tma_rows_fast(b.ptr, b.ld, b.itemsize))
+def pick_config(cfgs, m: int, n: int, slow_b: bool, sms: int) -> WgmmaConfig:
+    """The configuration for one problem: of those that multicast B (cluster > 1) if B's rows
+    load slowly (``slow_b``, see ``link.tma_rows_fast``), else of those that do not, the first
+    (largest tile) whose tiles keep more than half the SMs busy, or the last (smallest). 1024^3
+    is 32 tiles of 128x256 for 132 SMs: 128x128 tiles run it at 188 vs 132 TFLOP/s; 2048^3 is
+    128, and there the larger tile is faster (626 vs 609)."""
+    pool = [c for c in cfgs if (c.cluster > 1) == slow_b] or list(cfgs)
+    for cfg in pool:
+        tiles = cdiv(cdiv(m, cfg.bm), cfg.cluster) * cfg.cluster * cdiv(n, cfg.bn)
+        if 2 * tiles > sms * cfg.min_blocks:
+            return cfg
+    return pool[-1]
 
 
-def pick_tiles(cfgs, m: int, n: int, sms: int) -> WgmmaConfig:
-    """The configuration whose tiles leave the least work on the busiest SM: waves of tiles x
-    tile area (ties: the first, largest). Large problems keep 128x256; one whose 128x256 tiles
-    cannot fill the SMs (1024^3: 32 tiles on 132 SMs) takes smaller ones."""
-    def work(cfg):
-        tiles = cdiv(m, cfg.bm) * cdiv(n, cfg.bn)
-        return cdiv(tiles, sms * cfg.min_blocks) * cfg.bm * cfg.bn
-    return min(cfgs, key=work)
-
-
-def operand_maps(cfg: WgmmaConfig, a, b, cpa=(False, False)):
+def operand_maps(cfg: WgmmaConfig, a, b):
     """Device addresses of A's and B's tensor maps: a k-major operand in boxes of [rows][64 k],
-    an mn-major one in boxes of [64 k][64 mn] (see ``link.tensor_map``; cached); 0 for an
-    operand loaded by cp.async (``cpa``)."""
+    an mn-major one in boxes of [64 k][64 mn] (see ``link.tensor_map``; cached)."""
     from .link import tensor_map
-    ma = mb = 0
-    if not cpa[0]:
-        if not a.trans:     # A row-major: M rows of K
-            ma = tensor_map(a.ptr, a.dtype, a.cols, a.rows, a.ld, BK, cfg.bm)
-        else:               # A column-major: K rows of M
-            ma = tensor_map(a.ptr, a.dtype, a.rows, a.cols, a.ld, 64, BK)
-    if not cpa[1]:
-        if b.trans:         # B column-major: N rows of K (each CTA of a cluster loads 1/cluster)
-            mb = tensor_map(b.ptr, b.dtype, b.rows, b.cols, b.ld, BK, cfg.bn // cfg.cluster)
-        else:               # B row-major: K rows of N
-            mb = tensor_map(b.ptr, b.dtype, b.cols, b.rows, b.ld, 64, BK)
+    if not a.trans:     # A row-major: M rows of K
+        ma = tensor_map(a.ptr, a.dtype, a.cols, a.rows, a.ld, BK, cfg.bm)
+    else:               # A column-major: K rows of M
+        ma = tensor_map(a.ptr, a.dtype, a.rows, a.cols, a.ld, 64, BK)
+    if b.trans:         # B column-major: N rows of K (each CTA of a cluster loads 1/cluster of them)
+        mb = tensor_map(b.ptr, b.dtype, b.rows, b.cols, b.ld, BK, cfg.bn // cfg.cluster)
+    else:               # B row-major: K rows of N
+        mb = tensor_map(b.ptr, b.dtype, b.cols, b.rows, b.ld, 64, BK)
     return ma, mb
 
 
@@ -438,18 +376,20 @@ def output_map(cfg: WgmmaConfig, c):
 
 
 def _launch(*cfgs: WgmmaConfig):
-    """The launcher of a rung: its configuration (several: the one ``pick_tiles`` chooses per
-    problem), the loaders the operands need, the tensor maps, the grid."""
+    """A rung's launcher: its configuration (of several, the one ``pick_config`` chooses for the
+    problem), tensor maps and grid."""
     from .link import enable_dynamic_smem, launch_cluster, max_active_clusters, sm_count
 
     def launch(a, b, c, stream):
-        cfg = cfgs[0] if len(cfgs) == 1 else pick_tiles(cfgs, c.rows, c.cols, sm_count())
+        cfg = cfgs[0]
+        if len(cfgs) > 1:
+            slow_b = not tma_rows_fast(b.ptr, b.ld, b.itemsize)
+            cfg = pick_config(cfgs, c.rows, c.cols, slow_b, sm_count())
         mc = output_map(cfg, c)
-        cpa = loaders(cfg, a, b)
-        k = wgmma_kernel(cfg, a.dtype, c.dtype, a.trans, b.trans, c.pairs_aligned, mc != 0, *cpa)
+        k = wgmma_kernel(cfg, a.dtype, c.dtype, a.trans, b.trans, c.pairs_aligned, mc != 0)
         enable_dynamic_smem(k, SIGNATURE, cfg.smem_bytes)
-        ma, mb = operand_maps(cfg, a, b, cpa)
-        args = (ma, mb, mc, a.ptr, b.ptr, c.ptr, c.rows, c.cols, a.cols, a.ld, b.ld, c.ld)
+        ma, mb = operand_maps(cfg, a, b)
+        args = (ma, mb, mc, c.ptr, c.rows, c.cols, a.cols, c.ld)
         resident = 0
         if cfg.cluster > 1 and cfg.persistent:
             resident = cfg.cluster * max_active_clusters(k, SIGNATURE, cfg.threads, cfg.smem_bytes, cfg.cluster)
@@ -472,17 +412,19 @@ RUNG6 = RUNG5.replace(cluster=2)
 # 2-CTA cluster measured slower on the H100 (bf16 8192^3: 702 vs 786 TFLOP/s, 4096^3: 765 vs 768;
 # benchmarks/results/tune_wgmma_h100.txt), so `hopper` leaves clusters off.
 RUNG7 = RUNG5.replace(tma_store=True)
-# ... and 128x128 tiles for problems whose 128x256 tiles leave SMs idle (``pick_tiles``): at
-# 1024^3, 187 vs 132 TFLOP/s; 2048x1024x4096, 629 vs 390 (benchmarks/NOTES.md).
-RUNG7_SMALL = RUNG7.replace(bn=128, max_stages=6)
+# ... and, per problem (``pick_config``), 128x128 tiles where 128x256 ones leave SMs idle (1024^3:
+# 188 vs 132 TFLOP/s) and B multicast where B's rows are slow (3000x5000x2000: 589 vs 400).
+RUNG7_CONFIGS = tuple(RUNG7.replace(**kw) for kw in (
+    {}, dict(bn=128, max_stages=6), dict(cluster=2), dict(bn=128, max_stages=6, cluster=2)))
 
 _IN = ("float16", "bfloat16")
 _OUT = ("float32", "float16", "bfloat16")
 _SM90A = (9, 0)
 
 
-def _variant(name, rung, cfg, note, *more):
-    return Variant(name, "wgmma", rung, _IN, _SM90A, note, _launch(cfg, *more), cfg, _OUT, check=_check,
+def _variant(name, rung, cfgs, note):
+    cfgs = cfgs if isinstance(cfgs, tuple) else (cfgs,)
+    return Variant(name, "wgmma", rung, _IN, _SM90A, note, _launch(*cfgs), cfgs[0], _OUT, check=_check,
                    max_cc=_SM90A)
 
 
@@ -498,7 +440,7 @@ RUNGS = [
              "grouped order: the next tile's loads overlap this tile's epilogue"),
     _variant("wgmma_cluster", 6, RUNG6, "2-CTA clusters along M: each CTA loads half of the shared "
              "B tile and TMA multicasts it to both (half the B traffic from L2)"),
-    _variant("hopper", 7, RUNG7, "epilogue through shared memory: 128B-swizzled boxes written by "
-             "TMA stores (coalesced, asynchronous, clipped at the edges); clusters off, measured slower; "
-             "128x128 tiles when 128x256 ones would leave SMs idle", RUNG7_SMALL),
+    _variant("hopper", 7, RUNG7_CONFIGS, "epilogue through shared memory: 128B-swizzled boxes written "
+             "by TMA stores (coalesced, asynchronous, clipped at the edges); per problem, 128x128 tiles "
+             "where 128x256 would idle SMs, B multicast where its rows are not 32-byte aligned"),
 ]

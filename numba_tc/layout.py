@@ -24,7 +24,7 @@ from numba.extending import register_jitable
 
 __all__ = ["elems_per_reg", "elems_per_chunk", "mma_shape", "a_fragment", "b_fragment", "c_fragment",
            "ldsm_a", "ldsm_b", "swizzle", "chunk_offset", "bank", "CHUNK", "BANKS",
-           "wgmma_desc", "wgmma_operand_offset", "wgmma_d_fragment", "copy_chunk", "SW128", "ROW_BYTES", "ATOM_BYTES",
+           "wgmma_desc", "wgmma_operand_offset", "wgmma_d_fragment", "SW128", "ROW_BYTES", "ATOM_BYTES",
            "BOX_BYTES"]
 
 CHUNK = 16      # bytes moved by one cp.async / one ldmatrix row
@@ -151,21 +151,6 @@ def wgmma_operand_offset(kmajor, mn, ks):
     if kmajor:
         return mn * ROW_BYTES + ks * 32
     return (mn >> 6) * BOX_BYTES + ks * 16 * ROW_BYTES
-
-
-@register_jitable
-def copy_chunk(pt, i, kmajor):
-    """The 16-byte chunk that thread ``pt`` (of 128) copies in its step ``i`` when cp.async fills
-    a stored tile in the layout TMA gives it (above): (byte offset in the tile, mn, k) of the
-    chunk's first element, the chunk running along k if ``kmajor`` else along mn. The thread takes
-    chunk pt % 8 of stored rows pt // 8 + 16 i: rows 16 apart share a swizzle phase, so its
-    offsets are one base + 2048 i, and eight threads cover a 128-byte row (one coalesced line)."""
-    r = (pt >> 3) + 16 * i
-    c = pt & 7
-    off = chunk_offset(r, c, 8, True)
-    if kmajor:                            # stored row r: operand row mn = r, k = 8c..8c+7
-        return off, r, 8 * c
-    return off, (r & ~63) + 8 * c, r & 63  # box r // 64, K row r % 64, mn = 64 box + 8c..
 
 
 @register_jitable

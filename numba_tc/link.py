@@ -167,7 +167,6 @@ HOPPER_SIGNATURES = {
     "mbar_arrive": _I32(_I32),
     "mbar_arrive_cluster": _I32(_I32, _I32),
     "mbar_wait": _I32(_I32, _I32),
-    "cp_async_mbar_arrive": _I32(_I32),
     "tma_load_2d": _I32(_I32, _I64, _I32, _I32, _I32),
     "tma_load_2d_multicast": _I32(_I32, _I64, _I32, _I32, _I32, _I32),
     "tma_store_2d": _I32(_I64, _I32, _I32, _I32),
@@ -247,9 +246,10 @@ def tma_requirements(ptr: int, ld: int, itemsize: int):
 
 
 def tma_rows_fast(ptr: int, ld: int, itemsize: int) -> bool:
-    """Whether TMA reads this matrix's rows at full speed: every row starts on a 32-byte sector.
-    Measured on the H100 (bf16 4096^3, rows padded, benchmarks/NOTES.md): rows at 16 mod 32 bytes
-    cut the hopper kernel from 781 to 524 TFLOP/s (B) and 430 (A and B); 32 or 64 mod 128: no loss."""
+    """Whether every row of the matrix starts on a 32-byte sector. Rows that do not (16 mod 32
+    bytes apart) cost each 128-byte box row a fifth sector, and the operand that is two thirds of
+    a 128x256 tile's traffic then starves the kernel: H100, bf16 4096^3, B rows padded to 16 mod
+    32 bytes: 523 vs 782 TFLOP/s, whether loaded by TMA or by cp.async (benchmarks/NOTES.md)."""
     return ptr % 32 == 0 and (ld * itemsize) % 32 == 0
 
 

@@ -61,25 +61,6 @@ def test_wgmma_reads_every_operand_element_where_tma_put_it(kmajor, n):
                     assert got == tile + _tma_put(kmajor, mn0 + mn, 16 * ks + k), (mn0, ks, mn, k)
 
 
-@pytest.mark.parametrize("kmajor", [True, False])
-@pytest.mark.parametrize("rows", [64, 128, 256])
-def test_cp_async_chunks_land_where_tma_puts_them(kmajor, rows):
-    # the cp.async loader (rows TMA reads slowly) must build the very layout wgmma reads
-    seen = np.zeros(rows * 64, int)
-    for pt in range(128):
-        base = layout.copy_chunk(pt, 0, kmajor)[0]
-        for i in range(rows // 16):
-            off, mn, k = layout.copy_chunk(pt, i, kmajor)
-            assert off == base + 2048 * i                 # one base per thread
-            for e in range(8):
-                el = (mn, k + e) if kmajor else (mn + e, k)
-                assert off + 2 * e == _tma_put(kmajor, *el), (pt, i, e)
-                seen[(off + 2 * e) // 2] += 1
-    assert (seen == 1).all()                              # every element of the tile, once
-    # eight consecutive threads copy one stored 128-byte row: one coalesced global line
-    assert {layout.copy_chunk(pt, 0, kmajor)[1 if kmajor else 2] for pt in range(8)} == {0}
-
-
 def test_accumulator_fragment_map_covers_the_tile_once():
     for n in (64, 256):
         seen = np.zeros((64, n), int)
@@ -139,33 +120,25 @@ def test_grids_and_operand_maps(monkeypatch):
     assert calls[1] == (8192, "bfloat16", 120, 200, 120, 64, 64)      # boxes of [64 k][64 n]
     hopper.operand_maps(hopper.RUNG6, a, b.transposed())              # column-major B: k-major,
     assert calls[-1] == (8192, "bfloat16", 120, 200, 120, 64, 128)    # half of BN per cluster CTA
-    assert hopper.operand_maps(hopper.RUNG7, a, b, (False, True))[1] == 0   # B by cp.async: no map
 
 
 @pytest.mark.skipif(SIM, reason="the Hopper ladder is not built under the simulator")
-def test_loaders_copy_rows_tma_reads_slowly():
+def test_hopper_picks_tiles_and_multicast_per_problem():
     from numba_tc import hopper, link
-    from numba_tc.arrays import Matrix
     assert link.tma_rows_fast(1024, 4096, 2) and link.tma_rows_fast(1024, 4112, 2)
     assert not link.tma_rows_fast(1024, 4104, 2)          # rows 16 mod 32 bytes apart
     assert not link.tma_rows_fast(1040, 4096, 2)          # base 16 mod 32
-    a = Matrix(None, 300, 200, 200, False, "bfloat16", 4096)          # 400-byte rows: 16 mod 32
-    b = Matrix(None, 200, 128, 128, False, "bfloat16", 8192)          # 256-byte rows
-    assert hopper.loaders(hopper.RUNG7, a, b) == (True, False)
-    assert hopper.loaders(hopper.RUNG3, b, a) == (False, True)
-    assert hopper.loaders(hopper.RUNG6, a, a) == (False, False)        # cp.async cannot multicast
-    assert hopper.loaders(hopper.RUNG2, a, a) == (False, False)        # no producer warpgroup
-    with pytest.raises(ValueError, match="producer"):
-        hopper.wgmma_kernel(hopper.RUNG2, "bfloat16", "float32", False, False, True, False, True, False)
+    cfgs = hopper.RUNG7_CONFIGS
 
-
-@pytest.mark.skipif(SIM, reason="the Hopper ladder is not built under the simulator")
-def test_pick_tiles_fills_the_sms():
-    from numba_tc import hopper
-    big, small = hopper.RUNG7, hopper.RUNG7_SMALL
-    pick = lambda m, n: hopper.pick_tiles((big, small), m, n, 132).bn
-    assert pick(1024, 1024) == 128          # 32 tiles of 128x256 would leave 100 SMs idle
-    assert pick(2048, 1024) == 128
-    assert pick(2048, 2048) == 256          # 128 tiles: one wave either way, the larger tile wins
-    assert pick(4096, 4096) == 256 and pick(8192, 1024) == 256
-    assert pick(128 * 20, 256 * 7) == 128   # 140 tiles: 2 waves of 128x256, 3 of 128x128 (half the area)
+    def pick(m, n, slow_b=False):
+        cfg = hopper.pick_config(cfgs, m, n, slow_b, 132)
+        return cfg.bn, cfg.cluster
+    assert pick(4096, 4096) == (256, 1) and pick(8192, 1024) == (256, 1)
+    assert pick(1024, 1024) == (128, 1)     # 32 tiles of 128x256 would leave 100 SMs idle
+    assert pick(2048, 1024) == (128, 1)     # 64
+    assert pick(2048, 2048) == (256, 1)     # 128 tiles: one wave, the larger tile wins
+    assert pick(4096, 4096, True) == (256, 2) and pick(1024, 1024, True) == (128, 2)
+    assert pick(128 * 66, 256, True) == (128, 2)       # 66 tiles of 128x256: half the SMs
+    assert pick(128 * 66 + 1, 256, True) == (256, 2)   # 67 tile rows, padded to 68 for clusters
+    assert pick(64, 64) == (128, 1)         # one tile either way: the smallest
+    assert all(c.tma_store and c.persistent for c in cfgs)

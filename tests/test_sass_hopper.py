@@ -12,8 +12,8 @@ pytestmark = pytest.mark.skipif(SIM, reason="the simulator has no compiler")
 SIG = hopper.SIGNATURE
 
 
-def _compile(cfg, dtype="bfloat16", ta=False, tb=False, out="bfloat16", cc=(9, 0, "a"), cpa=(False, False)):
-    k = hopper.wgmma_kernel(cfg, dtype, out, ta, tb, True, True, *cpa)
+def _compile(cfg, dtype="bfloat16", ta=False, tb=False, out="bfloat16", cc=(9, 0, "a")):
+    k = hopper.wgmma_kernel(cfg, dtype, out, ta, tb, True, True)
     return compile_cubin(k.py_func, SIG, cc=cc, launch_bounds=(cfg.threads, cfg.min_blocks))
 
 
@@ -63,18 +63,14 @@ def test_precisions_and_layouts(dtype, ta, tb, out, instr):
     assert (".tnspA" in c.sass) == ta and (".tnspB" in c.sass) == (not tb)
 
 
-@pytest.mark.parametrize("ta, tb, cpa", [(False, False, (False, True)), (True, True, (True, True))])
-def test_cp_async_loader(ta, tb, cpa):
-    # operands TMA reads slowly: 16-byte cp.async (zero-filling) per chunk of the tile, one
-    # arrival on the full barrier when they land, TMA only for the other operand
-    cfg = hopper.RUNG7
-    c = _compile(cfg, ta=ta, tb=tb, cpa=cpa)
-    assert c.local_memory_ops == 0 and c.spill_bytes == 0
-    rows = (cfg.bm if cpa[0] else 0) + (cfg.bn if cpa[1] else 0)
-    assert c.count("LDGSTS.E.BYPASS.128.ZFILL") == rows // 16
-    assert c.count("ARRIVES.LDGSTSBAR") == 1
-    assert (c.count("UTMALDG") > 0) == (not all(cpa))
-    assert c.count("USETMAXREG") == 0           # 128 copying threads keep their registers
+@pytest.mark.parametrize("cfg", hopper.RUNG7_CONFIGS[1:], ids=lambda c: f"{c.bm}x{c.bn}_cluster{c.cluster}")
+def test_hopper_alternative_configs(cfg):
+    # the configurations `hopper` switches to per problem: smaller tiles, B multicast
+    c = _compile(cfg)
+    assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
+    assert f"HGMMA.64x{cfg.bn}x16.F32.BF16" in c.sass and c.count("UTMASTG") > 0
+    assert (c.count("UTMALDG.2D.MULTICAST") > 0) == (cfg.cluster > 1)
+    assert not any("MEMBAR.ALL.GPU" in l for l in _main_loop(c))
 
 
 def test_wgmma_needs_sm90a():

@@ -45,13 +45,6 @@ extern "C" __device__ int mbar_arrive_cluster(int* ret, int bar, int cta) {
                  :: "r"(bar), "r"(cta) : "memory");
     return 0;
 }
-// cp.async.mbarrier.arrive.noinc (PTX ISA 9.7.13.15, mbarrier): one arrival on `bar` once every
-// cp.async this thread issued before it has landed in shared memory. .noinc: the arrival is one
-// of the count the barrier was initialised with (a cp.async-fed stage expects one per copying thread).
-extern "C" __device__ int cp_async_mbar_arrive(int* ret, int bar) {
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" :: "r"(bar) : "memory");
-    return 0;
-}
 // Block until the phase with this parity has completed (try_wait suspends in hardware a while).
 extern "C" __device__ int mbar_wait(int* ret, int bar, int parity) {
     u32 done = 0;
