@@ -136,9 +136,9 @@ def test_hopper_picks_tiles_and_multicast_per_problem():
     assert pick(4096, 4096) == (256, 1) and pick(8192, 1024) == (256, 1)
     assert pick(1024, 1024) == (128, 1)     # 32 tiles of 128x256 would leave 100 SMs idle
     assert pick(2048, 1024) == (128, 1)     # 64
-    assert pick(2048, 2048) == (256, 1)     # 128 tiles: one wave; two of the smaller tiles
-    assert pick(1536, 6144) == (128, 1)     # 288 tiles: 3 waves (2.2) vs 5 (4.4) of half the area
-    assert pick(6144, 6144) == (256, 1)     # 9 waves vs 18: no gain for the smaller tile
+    assert pick(2048, 2048) == (256, 1)     # 128 tiles: one wave, the larger tile wins
     assert pick(4096, 4096, True) == (256, 2) and pick(1024, 1024, True) == (128, 2)
-    assert pick(64, 64) == (128, 1)         # one tile either way: the smaller does less
+    assert pick(128 * 66, 256, True) == (128, 2)       # 66 tiles of 128x256: half the SMs
+    assert pick(128 * 66 + 1, 256, True) == (256, 2)   # 67 tile rows, padded to 68 for clusters
+    assert pick(64, 64) == (128, 1)         # one tile either way: the smallest
     assert all(c.tma_store and c.persistent for c in cfgs)
