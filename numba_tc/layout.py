@@ -23,7 +23,7 @@ from __future__ import annotations
 from numba.extending import register_jitable
 
 __all__ = ["elems_per_reg", "elems_per_chunk", "mma_shape", "a_fragment", "b_fragment", "c_fragment",
-           "ldsm_a", "ldsm_b", "swizzle", "chunk_offset", "bank", "CHUNK", "BANKS",
+           "ldsm_a", "ldsm_b", "ldsm_phase_banks", "swizzle", "chunk_offset", "bank", "CHUNK", "BANKS",
            "wgmma_desc", "wgmma_operand_offset", "wgmma_d_fragment", "SW128", "ROW_BYTES", "ATOM_BYTES",
            "BOX_BYTES"]
 
@@ -118,6 +118,19 @@ def chunk_offset(row, chunk, chunks_per_row, swizzled):
 def bank(byte_offset):
     """The 4-byte bank a shared-memory byte address falls in."""
     return (byte_offset >> 2) & (BANKS - 1)
+
+
+def ldsm_phase_banks(ldsm, kmajor, phase, row0, chunk0, chunks_per_row, swizzled):
+    """The banks each lane of one ldmatrix phase (lanes 8p..8p+7, one 16-byte row each) reads,
+    for the fragment whose stored (row, chunk) origin is (row0, chunk0) in a tile of
+    ``chunks_per_row`` chunks per row; ``ldsm`` is ``ldsm_a`` or ``ldsm_b``. A phase is free of
+    bank conflicts when its 8 lanes cover all 32 banks."""
+    out = []
+    for lane in range(8 * phase, 8 * phase + 8):
+        r, c = ldsm(lane, kmajor)
+        off = chunk_offset(row0 + r, chunk0 + c, chunks_per_row, swizzled)
+        out.append([bank(off + 4 * w) for w in range(4)])
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

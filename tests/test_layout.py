@@ -87,21 +87,17 @@ def test_swizzle_is_a_bijection_within_each_row(cpr):
 
 
 def _phase_banks(cfg, kmajor_a, which):
-    """For every ldmatrix of one warp of rung ``cfg``: the set of banks each 8-lane phase touches."""
+    """For every ldmatrix of one warp of rung ``cfg``: how many banks each 8-lane phase touches."""
     out = []
     cpr = (cfg.bk * 2 // 16) if kmajor_a else (cfg.bm * 2 // 16)
     ldsm = layout.ldsm_a if which == "a" else layout.ldsm_b
     _, _, ksteps = cfg.mma_tiles()
     for ks in range(ksteps):
         for i in range(cfg.wm // 16):
+            row0, chunk0 = (16 * i, 2 * ks) if kmajor_a else (16 * ks, 2 * i)
             for phase in range(4):
-                banks = set()
-                for lane in range(8 * phase, 8 * phase + 8):
-                    r, c = ldsm(lane, kmajor_a)
-                    row, chunk = (16 * i + r, 2 * ks + c) if kmajor_a else (16 * ks + r, 2 * i + c)
-                    off = layout.chunk_offset(row, chunk, cpr, cfg.swizzle)
-                    banks |= {layout.bank(off + 4 * w) for w in range(4)}
-                out.append(len(banks))
+                lanes = layout.ldsm_phase_banks(ldsm, kmajor_a, phase, row0, chunk0, cpr, cfg.swizzle)
+                out.append(len({b for banks in lanes for b in banks}))
     return out
 
 
