@@ -42,3 +42,12 @@ def run_in_simulator(code: str, timeout=600) -> str:
                        timeout=timeout)
     assert p.returncode == 0, p.stdout + p.stderr
     return p.stdout
+
+
+def assert_shapes(variant, shapes, **kw):
+    """``verify.check`` of a variant on every named shape (fresh inputs, poisoned output, float64)."""
+    from numba_tc import verify
+    for name, (m, n, k) in shapes.items():
+        r = verify.check(variant, m, n, k, **kw)
+        assert r.ok, f"{name}: {r}"
+

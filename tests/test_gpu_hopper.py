@@ -9,6 +9,8 @@ import pytest
 import numba_tc
 from numba_tc import verify
 
+from conftest import assert_shapes
+
 pytestmark = pytest.mark.gpu
 
 SHAPES = {"round": (256, 256, 256), "ragged": (328, 200, 264), "tiny": (8, 24, 16),
@@ -27,9 +29,7 @@ def _sm90():
 @pytest.mark.parametrize("variant", WGMMA)
 @pytest.mark.parametrize("layout", verify.LAYOUTS)
 def test_wgmma_sweep(variant, dtype, layout):
-    for name, (m, n, k) in SHAPES.items():
-        r = verify.check(variant, m, n, k, layout=layout, dtype=dtype)
-        assert r.ok, f"{name}: {r}"
+    assert_shapes(variant, SHAPES, layout=layout, dtype=dtype)
 
 
 @pytest.mark.skipif(not _sm90(), reason="wgmma needs an sm_90 GPU")

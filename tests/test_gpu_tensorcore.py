@@ -10,6 +10,8 @@ import pytest
 import numba_tc
 from numba_tc import verify
 
+from conftest import assert_shapes
+
 pytestmark = pytest.mark.gpu
 
 SHAPES = {"round": (256, 256, 256), "ragged": (333, 200, 264), "ragged_ld": (129, 67, 99),
@@ -22,9 +24,7 @@ DTYPES = ("bfloat16", "float16", "tf32")
 @pytest.mark.parametrize("variant", MMA)
 @pytest.mark.parametrize("layout", verify.LAYOUTS)
 def test_mma_sweep(variant, dtype, layout):
-    for name, (m, n, k) in SHAPES.items():
-        r = verify.check(variant, m, n, k, layout=layout, dtype=dtype)
-        assert r.ok, f"{name}: {r}"
+    assert_shapes(variant, SHAPES, layout=layout, dtype=dtype)
 
 
 @pytest.mark.parametrize("variant", ["mma_naive", "pipelined", "mma_tuned"])
