@@ -156,6 +156,8 @@ class MmaConfig:
     max_stages: int = 4
     min_blocks: int = 1             # blocks per SM the shared memory and registers must allow
     group_m: int = 0                # rung 5: launch order in groups of group_m block rows (L2 reuse)
+    frag_prefetch: bool = False     # rung 5: fragments double-buffered in registers across k-steps
+                                    # and across the slice barrier (CUTLASS's multistage order)
 
     def __post_init__(self):
         self.validate()
@@ -213,6 +215,8 @@ class MmaConfig:
         else:
             _need(self.smem_bytes * self.min_blocks <= SMEM_PER_SM, "tiles do not fit shared memory")
         _need(self.group_m >= 0, "group_m must be >= 0")
+        _need(not self.frag_prefetch or self.async_copy,
+              "frag_prefetch needs async_copy (the barrier moves inside the cp.async pipeline)")
 
     def replace(self, **kw) -> "MmaConfig":
         return replace(self, **kw)

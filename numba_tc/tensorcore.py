@@ -206,37 +206,39 @@ def _frag_base(q, w0, lr, lc, KMAJOR, CPR, SWZ, EPC):
 
 
 @device
-def _load_a(i, pa, sA, ks, offa, wm0, lane, KMAJOR, CPR, SWZ, ITEM, EPC):
-    """A fragment i (rows wm0 + 16i..) of k-step ks into pa[4i..4i+3]."""
+def _load_a(i, pa, fo, sA, ks, offa, wm0, lane, KMAJOR, CPR, SWZ, ITEM, EPC):
+    """A fragment i (rows wm0 + 16i..) of k-step ks into pa[fo + 4i..fo + 4i+3]."""
     ROWS16 = 16 * CPR * 16                 # bytes of 16 stored rows
+    f = fo + 4 * i
     if KMAJOR:                             # stored [m][k]: ldmatrix
-        ldsm_x4(pa, 4 * i, sA + offa[ks] + i * ROWS16)
+        ldsm_x4(pa, f, sA + offa[ks] + i * ROWS16)
     elif ITEM == 2:                        # stored [k][m]: ldmatrix.trans
-        ldsm_x4_t(pa, 4 * i, sA + offa[i] + ks * ROWS16)
+        ldsm_x4_t(pa, f, sA + offa[i] + ks * ROWS16)
     else:                                  # tf32 stored [k][m]: 32-bit elements, one LDS each
         for reg in range(4):
             m, k = a_fragment(lane, reg, 0, 1)
             col = wm0 + 16 * i + m
-            pa[4 * i + reg] = lds_u32(sA + chunk_offset(8 * ks + k, col >> 2, CPR, SWZ) + (col & 3) * 4)
+            pa[f + reg] = lds_u32(sA + chunk_offset(8 * ks + k, col >> 2, CPR, SWZ) + (col & 3) * 4)
     if ITEM == 4:
-        round_tf32(pa, 4 * i, 4)
+        round_tf32(pa, f, 4)
 
 
 @device
-def _load_b(j, pb, sB, ks, offb, wn0, lane, KMAJOR, CPR, SWZ, ITEM, EPC):
-    """B fragments 2j and 2j+1 (columns wn0 + 16j..) of k-step ks into pb[4j..4j+3]."""
+def _load_b(j, pb, fo, sB, ks, offb, wn0, lane, KMAJOR, CPR, SWZ, ITEM, EPC):
+    """B fragments 2j and 2j+1 (columns wn0 + 16j..) of k-step ks into pb[fo + 4j..fo + 4j+3]."""
     ROWS16 = 16 * CPR * 16
+    f = fo + 4 * j
     if KMAJOR:                             # stored [n][k]
-        ldsm_x4(pb, 4 * j, sB + offb[ks] + j * ROWS16)
+        ldsm_x4(pb, f, sB + offb[ks] + j * ROWS16)
     elif ITEM == 2:                        # stored [k][n]
-        ldsm_x4_t(pb, 4 * j, sB + offb[j] + ks * ROWS16)
+        ldsm_x4_t(pb, f, sB + offb[j] + ks * ROWS16)
     else:
         for reg in range(4):
             k, n = b_fragment(lane, reg & 1, 0, 1)
             col = wn0 + 16 * j + 8 * (reg >> 1) + n
-            pb[4 * j + reg] = lds_u32(sB + chunk_offset(8 * ks + k, col >> 2, CPR, SWZ) + (col & 3) * 4)
+            pb[f + reg] = lds_u32(sB + chunk_offset(8 * ks + k, col >> 2, CPR, SWZ) + (col & 3) * 4)
     if ITEM == 4:
-        round_tf32(pb, 4 * j, 4)
+        round_tf32(pb, f, 4)
 
 
 _load_a_all = unrolled(_load_a, 8)
@@ -244,24 +246,47 @@ _load_b_all = unrolled(_load_b, 8)
 
 
 @device
-def _mma_one(t, pacc, pa, pb, NI, MMA):
+def _mma_one(t, pacc, pa, fa, pb, fb, NI, MMA):
     i = t // NI
     j = t - i * NI
-    MMA(pacc, 4 * t, pa, 4 * i, pb, 2 * j)
+    MMA(pacc, 4 * t, pa, fa + 4 * i, pb, fb + 2 * j)
 
 
 _mma_all = unrolled(_mma_one, 64)
 
 
 @device
+def _load_frags(ks, fs, pa, pb, sA, sB, offa, offb, wm0, wn0, lane, MI, NI,
+                A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC):
+    """The A and B fragments of k-step ks into fragment set fs (0 or 1)."""
+    _load_a_all(MI, pa, fs * 4 * MI, sA, ks, offa, wm0, lane, A_KM, A_CPR, SWZ, ITEM, EPC)
+    _load_b_all(NI // 2, pb, fs * 2 * NI, sB, ks, offb, wn0, lane, B_KM, B_CPR, SWZ, ITEM, EPC)
+
+
+@device
+def _mma_frags(fs, pacc, pa, pb, MI, NI, MMA):
+    """The warp tile's MI x NI mma instructions on fragment set fs."""
+    _mma_all(MI * NI, pacc, pa, fs * 4 * MI, pb, fs * 2 * NI, NI, MMA)
+
+
+@device
 def _kstep(ks, pacc, pa, pb, sA, sB, offa, offb, wm0, wn0, lane, MI, NI,
            A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC, MMA):
-    _load_a_all(MI, pa, sA, ks, offa, wm0, lane, A_KM, A_CPR, SWZ, ITEM, EPC)
-    _load_b_all(NI // 2, pb, sB, ks, offb, wn0, lane, B_KM, B_CPR, SWZ, ITEM, EPC)
-    _mma_all(MI * NI, pacc, pa, pb, NI, MMA)
+    _load_frags(ks, 0, pa, pb, sA, sB, offa, offb, wm0, wn0, lane, MI, NI, A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC)
+    _mma_frags(0, pacc, pa, pb, MI, NI, MMA)
+
+
+@device
+def _kstep_ahead(ks, pacc, pa, pb, sA, sB, offa, offb, wm0, wn0, lane, MI, NI,
+                 A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC, MMA):
+    """k-step ks from fragment set ks % 2, once k-step ks + 1's are on their way to the other."""
+    _load_frags(ks + 1, (ks + 1) & 1, pa, pb, sA, sB, offa, offb, wm0, wn0, lane, MI, NI,
+                A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC)
+    _mma_frags(ks & 1, pacc, pa, pb, MI, NI, MMA)
 
 
 _ksteps = unrolled(_kstep, 8)
+_ksteps_ahead = unrolled(_kstep_ahead, 8)
 
 
 @device
@@ -314,10 +339,39 @@ def tiled_kernel(cfg: MmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool,
     B_ROWS, B_CPR = (BN, BK // EPC) if B_KM else (BK, BN // EPC)
     A_BYTES = BM * BK * ITEM
     STAGE = A_BYTES + BN * BK * ITEM
-    NACC, NFA, NFB = MI * NI * 4, MI * 4, NI * 2
+    PF = cfg.frag_prefetch
+    NACC, NFA, NFB = MI * NI * 4, MI * 4 * (1 + PF), NI * 2 * (1 + PF)   # two fragment sets with PF
     QA = KSTEPS if A_KM else MI              # per-lane ldmatrix offsets (see _frag_base)
     QB = KSTEPS if B_KM else NI // 2
     MINB = cfg.min_blocks
+
+    @device
+    def slice_ahead(t, rd, WHOLE, s0, ntiles, K, inner, pacc, pa, pb, offa, offb, wm0, wn0, lane,
+                    ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb, lda, ldb, tid):
+        """Slice t (in stage rd, its k-step 0 fragments in set 0) with fragment prefetch; returns
+        the next slice's stage. Fragments are double-buffered in registers: k-step ks computes
+        from set ks % 2 while k-step ks + 1's load into the other set, and the barrier comes
+        before the last k-step, so the next slice's first fragments load while that k-step's
+        mma run: neither the barrier nor ldmatrix latency idles the tensor cores at a slice
+        boundary. After the barrier every fragment of slice t is in registers, so its stage
+        takes slice t + S at once. WHOLE: that slice is known to be whole (no checks)."""
+        sa = s0 + rd * STAGE
+        _ksteps_ahead(KSTEPS - 1, pacc, pa, pb, sa, sa + A_BYTES, offa, offb, wm0, wn0, lane,
+                      MI, NI, A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC, MMA)
+        cp_async_wait(S - 2)              # slice t+1 has landed (groups up to slice t+S-1 issued)
+        cuda.syncthreads()                # ... for all threads; slice t is all in registers
+        nrd = 0 if rd == S - 1 else rd + 1
+        sn = s0 + nrd * STAGE             # (past the last slice: a stale stage, never used)
+        _load_frags(0, 0, pa, pb, sn, sn + A_BYTES, offa, offb, wm0, wn0, lane, MI, NI,
+                    A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC)   # set 0: KSTEPS is even
+        nt = t + S
+        if WHOLE or nt < ntiles:
+            _copy_slice(sa, nt * BK, ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb, lda, ldb,
+                        WHOLE or (inner and (nt + 1) * BK <= K), A_KM, A_ROWS, A_CPR, B_KM, B_ROWS,
+                        B_CPR, A_BYTES, SWZ, ITEM, EPC, va, vb, True, tid, NT)
+        cp_async_commit()
+        _mma_frags((KSTEPS - 1) & 1, pacc, pa, pb, MI, NI, MMA)
+        return nrd
 
     def mma_tiled(A, B, C, M, N, K, lda, ldb, ldc):
         smem = cuda.shared.array(0, uint32)       # dynamic: S stages of (A tile, B tile)
@@ -360,7 +414,32 @@ def tiled_kernel(cfg: MmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool,
         vsa = (NT // A_CPR) * lda * ITEM
         vsb = (NT // B_CPR) * ldb * ITEM
 
-        if ASYNC:
+        if PF:
+            # CUTLASS's multistage order (see _slice_ahead). The prologue fills all S stages.
+            for s in range(S):                    # slices 0..S-1, commit group g holding slice g
+                if s < ntiles:
+                    _copy_slice(s0 + s * STAGE, s * BK, ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb,
+                                lda, ldb, inner and (s + 1) * BK <= K, A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES, SWZ, ITEM, EPC,
+                                va, vb, ASYNC, tid, NT)
+                cp_async_commit()
+            cp_async_wait(S - 1)                  # slice 0 has landed
+            cuda.syncthreads()
+            _load_frags(0, 0, pa, pb, s0, s0 + A_BYTES, offa, offb, wm0, wn0, lane, MI, NI,
+                        A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC)
+            # Two copies of the loop: while the slice to fetch is whole (an interior block, not
+            # the last partial slice) the copy has no branch, so the loop body is one basic block
+            # in which ptxas interleaves cp.async with mma; the last S slices and edge blocks run
+            # the checked copy.
+            t_full = max(min(K // BK - S, ntiles), 0) if inner else 0
+            rd = 0                                # stage holding slice t
+            for t in range(t_full):
+                rd = slice_ahead(t, rd, True, s0, ntiles, K, inner, pacc, pa, pb, offa, offb, wm0, wn0, lane,
+                                 ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb, lda, ldb, tid)
+            for t in range(t_full, ntiles):
+                rd = slice_ahead(t, rd, False, s0, ntiles, K, inner, pacc, pa, pb, offa, offb, wm0, wn0, lane,
+                                 ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb, lda, ldb, tid)
+            cp_async_wait(0)
+        elif ASYNC:
             for s in range(S - 1):                # prologue: S - 1 slices in flight
                 if s < ntiles:
                     _copy_slice(s0 + s * STAGE, s * BK, ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb,
@@ -438,7 +517,8 @@ RUNG3 = RUNG2.replace(swizzle=True)
 RUNG4 = RUNG3.replace(async_copy=True)
 # Rung 5 as tuned on the H100 (benchmarks/tune.py mma, results/tune_mma_h100.json): 256x128 tiles
 # of eight 64x64 warp tiles, 4 stages (192 KiB), one block per SM.
-RUNG5 = MmaConfig(bm=256, bn=128, wm=64, wn=64, async_copy=True, min_blocks=1, group_m=8)
+RUNG5 = MmaConfig(bm=256, bn=128, wm=64, wn=64, async_copy=True, min_blocks=1, group_m=8,
+                  frag_prefetch=True)
 
 _TC = ("float16", "bfloat16", "tf32")
 _OUT = ("float32", "float16", "bfloat16")

@@ -42,12 +42,31 @@ def test_no_local_memory_no_spills_no_calls(cubins, name):
 def test_tiled_rungs_use_ldmatrix_and_mma(cubins, v):
     c = cubins[v.name]
     mi, ni, ksteps = v.config.mma_tiles()
-    assert c.count("HMMA.16816.F32.BF16") == mi * ni * ksteps     # one k slice, fully unrolled
-    assert c.count("LDSM.16.M88.4") == (mi + ni // 2) * ksteps    # x4 loads: A, then B in pairs
+    pf = v.config.frag_prefetch       # the main loop twice (whole slices, checked slices), and
+    loops = 2 if pf else 1            # k-step 0's fragments loaded once more before it
+    assert c.count("HMMA.16816.F32.BF16") == loops * mi * ni * ksteps    # a k slice, fully unrolled
+    assert c.count("LDSM.16.M88.4") == (loops * ksteps + pf) * (mi + ni // 2)   # x4 loads: A, B in pairs
     if v.config.async_copy:
         assert c.count("LDGSTS") > 0 and c.count("LDG") == 0      # cp.async, no register round trip
     else:
         assert c.count("LDGSTS") == 0 and c.count("LDG.E.128") > 0 and c.count("STS.128") > 0
+
+
+def test_prefetch_loop_interleaves_copies_with_mma(cubins):
+    """With fragment prefetch, the loop over whole slices is one basic block holding a slice's
+    mma and cp.async (ptxas can interleave them); the checked copy's branches would split it."""
+    cfg = tc.RUNG5
+    assert cfg.frag_prefetch
+    mi, ni, ksteps = cfg.mma_tiles()
+    chunks = (cfg.bm + cfg.bn) * cfg.bk * 2 // 16 // cfg.threads      # 16-byte copies per thread
+    blocks, cur = [], []
+    for line in cubins["mma_tuned"].sass.splitlines():
+        cur.append(line)
+        if " BRA " in line:
+            blocks.append(cur)
+            cur = []
+    assert any(sum("HMMA" in l for l in b) == mi * ni * ksteps and sum("LDGSTS" in l for l in b) == chunks
+               and sum("BAR.SYNC" in l for l in b) == 1 for b in blocks)
 
 
 def test_naive_rung_reads_fragments_from_global_memory(cubins):
