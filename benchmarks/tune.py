@@ -26,16 +26,16 @@ SIMT = [
     dict(bk=16, tm=8, tn=4, wm=64, wn=32, wniter=2, min_blocks=2, a_pad=4),
     dict(bk=8, tm=4, tn=4, wm=64, wn=32, wniter=2, min_blocks=2, a_pad=4),
 ]
-MMA_BASE = dict(async_copy=True, group_m=8)
+MMA_BASE = dict(async_copy=True, group_m=8, frag_prefetch=True)
 MMA = [
     dict(bm=128, bn=256, wm=64, wn=64, min_blocks=1),
-    dict(bm=256, bn=128, wm=64, wn=64, min_blocks=1),
+    dict(bm=256, bn=128, wm=64, wn=64, min_blocks=1),                 # rung 5
     dict(bm=128, bn=128, wm=64, wn=64, min_blocks=2),
-    dict(bm=128, bn=256, wm=64, wn=64, min_blocks=1, max_stages=3),
-    dict(bm=256, bn=128, wm=128, wn=32, min_blocks=1),
-    dict(bm=128, bn=256, wm=32, wn=128, min_blocks=1),
+    dict(bm=256, bn=128, wm=64, wn=64, min_blocks=1, max_stages=3),
+    dict(bm=256, bn=128, wm=64, wn=64, min_blocks=1, group_m=16),
+    dict(bm=256, bn=128, wm=64, wn=64, min_blocks=1, group_m=4),
     dict(bm=64, bn=256, wm=64, wn=64, min_blocks=2),
-    dict(bm=128, bn=128, wm=64, wn=64, min_blocks=2, group_m=1),
+    dict(bm=256, bn=128, wm=64, wn=64, min_blocks=1, frag_prefetch=False),
 ]
 WGMMA_BASE = dict(bm=128, bn=256, consumers=2, producer=True, regs=(40, 232), persistent=True)
 WGMMA = [
