@@ -3,8 +3,8 @@
 For each size: fresh random inputs on the GPU (torch or CuPy, whichever is present; they also
 give cuBLAS); a float64 reference on the GPU; for each variant a correctness check into a
 NaN-poisoned output, then CUDA-event timing (warm-up, then the median of many launches queued
-behind a short spin kernel so host launch overhead is not timed); cuBLAS timed the same way in
-the same run. Results go to a table on screen, a JSON list of records and a PNG plot.
+behind a short spin kernel so host launch overhead is not timed), in rounds alternating with
+cuBLAS on the same inputs, so that both see the same clocks (``time_interleaved``). Results go to a table on screen, a JSON list of records and a PNG plot.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from typing import Callable, List, Optional, Sequence
 
 import numpy as np
 
-__all__ = ["Record", "run", "time_gpu", "load_records", "merge_records", "plot", "table"]
+__all__ = ["Record", "run", "time_gpu", "time_interleaved", "load_records", "merge_records", "plot", "table"]
 
 
 @dataclass
@@ -74,9 +74,10 @@ def _spin(us: int):
     _spin_kernel[1, 1](max(int(us), 1))
 
 
-def time_gpu(fn: Callable[[], None], min_reps: int = 10, max_reps: int = 100,
-             budget_s: float = 1.5, warmup: int = 2) -> float:
-    """Median milliseconds of ``fn`` (which enqueues GPU work on the default stream)."""
+def _samples(fn: Callable[[], None], min_reps: int, max_reps: int, budget_s: float,
+             warmup: int) -> List[float]:
+    """Milliseconds of each of many back-to-back launches of ``fn`` (after ``warmup`` calls),
+    queued behind a short spin kernel so that host launch overhead is not timed."""
     from numba import cuda
     for _ in range(warmup):
         fn()
@@ -95,7 +96,28 @@ def time_gpu(fn: Callable[[], None], min_reps: int = 10, max_reps: int = 100,
     for s, e in zip(starts, ends):
         s.record(); fn(); e.record()
     cuda.synchronize()
-    return float(np.median([cuda.event_elapsed_time(s, e) for s, e in zip(starts, ends)]))
+    return [cuda.event_elapsed_time(s, e) for s, e in zip(starts, ends)]
+
+
+def time_gpu(fn: Callable[[], None], min_reps: int = 10, max_reps: int = 100,
+             budget_s: float = 1.5, warmup: int = 2) -> float:
+    """Median milliseconds of ``fn`` (which enqueues GPU work on the default stream)."""
+    return float(np.median(_samples(fn, min_reps, max_reps, budget_s, warmup)))
+
+
+def time_interleaved(fns: Sequence[Callable[[], None]], rounds: int = 5, budget_s: float = 1.5,
+                     reps: int = 20) -> List[float]:
+    """Median milliseconds of each of ``fns``, timed in alternating rounds (up to ``reps``
+    launches of each per round) so that all of them see the same clocks. A long GEMM runs the
+    H100 at its power limit, where the clock follows the temperature: timed one after the
+    other, cuBLAS bf16 8192^3 read anywhere from 681 to 770 TFLOP/s depending on what ran
+    before it. Alternating cancels that drift out of the ratio."""
+    per = budget_s / (rounds * len(fns))
+    samples: List[List[float]] = [[] for _ in fns]
+    for r in range(rounds):
+        for i, fn in enumerate(fns):
+            samples[i] += _samples(fn, 3, reps, per, 2 if r == 0 else 1)
+    return [float(np.median(s)) for s in samples]
 
 
 class _Backend:
@@ -175,9 +197,8 @@ def run(variants: Sequence[str], sizes: Sequence[tuple], dtype: str = "float32",
     arr_dtype = "float32" if dtype == "tf32" else dtype      # tf32: fp32 arrays, tf32 math
     dev, commit = _device_name(), _commit()
     records: List[Record] = []
-    steps = [(s, v) for s in sizes for v in list(variants) + ["cublas"]]
+    steps = [(s, v) for s in sizes for v in variants]
     bar = _progress(len(steps), progress)
-    cublas_ms = {}
     inputs = {}
     for (m, n, k), vname in steps:
         bar.set_description(f"{vname} {m}x{n}x{k}")
@@ -189,16 +210,6 @@ def run(variants: Sequence[str], sizes: Sequence[tuple], dtype: str = "float32",
             inputs[key] = (a, b, be.reference(a, b) if check else None)
         a, b, ref = inputs[key]
         flop = 2.0 * m * n * k
-        if vname == "cublas":
-            c = be.full_nan(m, n, arr_dtype)
-            cublas_ms[key] = time_gpu(be.cublas(a, b, c), budget_s=budget_s)
-            for r in records:
-                if (r.m, r.n, r.k) == key:
-                    r.cublas_ms = cublas_ms[key]
-                    r.cublas_tflops = flop / cublas_ms[key] / 1e9
-                    r.ratio = r.tflops / r.cublas_tflops
-            bar.update(1)
-            continue
         v = api.get_variant(vname)
         c = be.full_nan(m, n, arr_dtype)
         t = time.perf_counter()
@@ -221,9 +232,13 @@ def run(variants: Sequence[str], sizes: Sequence[tuple], dtype: str = "float32",
                                   command, float("nan"), None, first, layout))
             bar.update(1)
             continue
-        ms = time_gpu(lambda: api.gemm(a, b, variant=vname, out=c), budget_s=budget_s)
-        records.append(Record(vname, v.ladder, dtype, m, n, k, flop / ms / 1e9, None, None, err, dev,
-                              commit, command, ms, None, first, layout))
+        # the variant and cuBLAS in alternating rounds, on the same inputs (see time_interleaved)
+        c_cublas = be.full_nan(m, n, arr_dtype)
+        ms, cms = time_interleaved([lambda: api.gemm(a, b, variant=vname, out=c), be.cublas(a, b, c_cublas)],
+                                   budget_s=2 * budget_s)
+        tf, ctf = flop / ms / 1e9, flop / cms / 1e9
+        records.append(Record(vname, v.ladder, dtype, m, n, k, tf, ctf, tf / ctf, err, dev,
+                              commit, command, ms, cms, first, layout))
         bar.update(1)
     bar.close()
     return records
