@@ -25,6 +25,11 @@ SIMT = [
     dict(bk=16, tm=4, tn=4, wm=32, wn=64, wniter=4, min_blocks=3, bm=64, threads=128),
     dict(bk=16, tm=8, tn=4, wm=64, wn=32, wniter=2, min_blocks=2, a_pad=4),
     dict(bk=8, tm=4, tn=4, wm=64, wn=32, wniter=2, min_blocks=2, a_pad=4),
+    # 128 outputs per thread (cuBLAS's sgemm on the H100: 256x128x8, warps 4x2, 254 registers)
+    dict(bk=8, tm=4, tn=4, wm=64, wn=64, wniter=4, min_blocks=1, bm=256, a_pad=4),
+    dict(bk=8, tm=4, tn=8, wm=64, wn=64, wniter=2, min_blocks=1, bm=256, a_pad=4),
+    dict(bk=8, tm=4, tn=4, wm=64, wn=64, wniter=4, min_blocks=1, bn=256, a_pad=4),
+    dict(bk=8, tm=4, tn=4, wm=64, wn=64, wniter=4, min_blocks=2, threads=128, a_pad=4),
 ]
 MMA_BASE = dict(async_copy=True, group_m=8, frag_prefetch=True)
 MMA = [

@@ -147,34 +147,52 @@ def _mac_step(kk, acc, rm, rn, sA, a_off, sB, b_off, m0, n0, A_MS, A_KS, B_KS,
     for j in range(WNITER):
         for t in range(TN):
             rn[j * TN + t] = sB[b_off + kk * B_KS + n0 + j * WSUBN + t]
-    for i in range(WMITER * TM):
-        for j in range(NJ):
-            acc[i * NJ + j] = cuda.fma(rm[i], rn[j], acc[i * NJ + j])
+    _fma_rows(WMITER * TM, acc, rm, rn, NJ)
 
 
+@device
+def _fma_row(r, acc, rm, rn, NJ):
+    for j in range(NJ):
+        acc[r * NJ + j] = cuda.fma(rm[r], rn[j], acc[r * NJ + j])
+
+
+@device
+def _zero_row(r, acc, NJ):
+    for j in range(NJ):
+        acc[r * NJ + j] = float32(0)
+
+
+# Rows of the accumulator tile written out: LLVM declines to fully unroll a loop nest of 128
+# FMAs, and one dynamic index sends the whole accumulator array to local memory.
+_fma_rows = unrolled(_fma_row, 32)
+_zero_rows = unrolled(_zero_row, 32)
 # One k-tile: _mac_step for kk = 0..BK-1, written out (see jit.unrolled for why).
 _mac_tile = unrolled(_mac_step, 32)
 
 
 @device
-def _store_c(pC, ldc, M, N, acc, mb, nb, WMITER, WSUBM, TM, WNITER, WSUBN, TN, vec_ok):
-    """Write the thread's accumulators to C, skipping rows/columns past M/N (STG.128 when aligned)."""
+def _store_row(r, pC, ldc, M, N, acc, mb, nb, WMITER, WSUBM, TM, WNITER, WSUBN, TN, vec_ok):
+    """Accumulator row r (sub-tile r // TM, row r % TM) to C, inside M x N only."""
     NJ = WNITER * TN
-    for i in range(WMITER):
-        for t in range(TM):
-            m = mb + i * WSUBM + t
-            if m < M:
-                for j in range(WNITER):
-                    n = nb + j * WSUBN
-                    a0 = (i * TM + t) * NJ + j * TN
-                    if TN % 4 == 0 and vec_ok and n + TN <= N:
-                        for q in range(TN // 4):
-                            a4 = a0 + 4 * q
-                            store_f32x4(pC, m * ldc + n + 4 * q, acc[a4], acc[a4 + 1], acc[a4 + 2], acc[a4 + 3])
-                    else:
-                        for q in range(TN):
-                            if n + q < N:
-                                pC[m * ldc + n + q] = acc[a0 + q]
+    i = r // TM
+    t = r - i * TM
+    m = mb + i * WSUBM + t
+    if m < M:
+        for j in range(WNITER):
+            n = nb + j * WSUBN
+            a0 = r * NJ + j * TN
+            if TN % 4 == 0 and vec_ok and n + TN <= N:
+                for q in range(TN // 4):
+                    a4 = a0 + 4 * q
+                    store_f32x4(pC, m * ldc + n + 4 * q, acc[a4], acc[a4 + 1], acc[a4 + 2], acc[a4 + 3])
+            else:
+                for q in range(TN):
+                    if n + q < N:
+                        pC[m * ldc + n + q] = acc[a0 + q]
+
+
+# The thread's accumulators to C, row by row, skipping rows/columns past M/N (STG.128 when aligned).
+_store_c = unrolled(_store_row, 32)
 
 
 @functools.lru_cache(maxsize=None)
@@ -209,8 +227,7 @@ def tiled_kernel(cfg: SimtConfig, ta: bool, tb: bool, va: bool, vb: bool, vc: bo
         rm = cuda.local.array(NM, float32)
         rn = cuda.local.array(NN, float32)
         acc = cuda.local.array(NACC, float32)
-        for i in range(NACC):
-            acc[i] = float32(0)
+        _zero_rows(NM, acc, NN)
 
         tid = cuda.threadIdx.x
         bm0 = cuda.blockIdx.y * BM
@@ -257,7 +274,7 @@ def tiled_kernel(cfg: SimtConfig, ta: bool, tb: bool, va: bool, vb: bool, vc: bo
                     _store_tile(psB, (1 - cur) * B_T, rb, BK, BN, tb, W, tid, NT, BN, 1)
                 cuda.syncthreads()
 
-        _store_c(pC, ldc, M, N, acc, bm0 + m0, bn0 + n0, WMITER, WSUBM, TM, WNITER, WSUBN, TN, vc)
+        _store_c(NM, pC, ldc, M, N, acc, bm0 + m0, bn0 + n0, WMITER, WSUBM, TM, WNITER, WSUBN, TN, vc)
 
     return kernel(tiled, launch_bounds=(NT, cfg.min_blocks), max_shared=True)
 
