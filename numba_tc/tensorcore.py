@@ -339,7 +339,9 @@ def tiled_kernel(cfg: MmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool,
     B_ROWS, B_CPR = (BN, BK // EPC) if B_KM else (BK, BN // EPC)
     A_BYTES = BM * BK * ITEM
     STAGE = A_BYTES + BN * BK * ITEM
-    PF = cfg.frag_prefetch
+    # tf32 keeps the plain order: its fragments are rounded on every load, and with two sets of
+    # them the prefetch measured slower (bf16/fp16 +19%, tf32 -5%; benchmarks/NOTES.md)
+    PF = cfg.frag_prefetch and ITEM == 2
     NACC, NFA, NFB = MI * NI * 4, MI * 4 * (1 + PF), NI * 2 * (1 + PF)   # two fragment sets with PF
     QA = KSTEPS if A_KM else MI              # per-lane ldmatrix offsets (see _frag_base)
     QB = KSTEPS if B_KM else NI // 2

@@ -72,3 +72,10 @@ def test_tile_order_visits_every_tile_once_in_groups():
         assert order[:min(group, grid_m)] == [(i, 0) for i in range(min(group, grid_m))]
     assert tile_order(4, 3, 1) == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2), (2, 0), (2, 1),
                                    (2, 2), (3, 0), (3, 1), (3, 2)]     # group 1: row-major
+
+
+def test_fragment_prefetch_needs_the_cp_async_pipeline():
+    from numba_tc.config import MmaConfig
+    with pytest.raises(ConfigError, match="frag_prefetch needs async_copy"):
+        MmaConfig(bm=128, bn=128, wm=64, wn=64, frag_prefetch=True)
+    assert MmaConfig(bm=128, bn=128, wm=64, wn=64, async_copy=True, frag_prefetch=True).frag_prefetch
