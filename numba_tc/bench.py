@@ -4,7 +4,8 @@ For each size: fresh random inputs on the GPU (torch or CuPy, whichever is prese
 give cuBLAS); a float64 reference on the GPU; for each variant a correctness check into a
 NaN-poisoned output, then CUDA-event timing (warm-up, then the median of many launches queued
 behind a short spin kernel so host launch overhead is not timed), in rounds alternating with
-cuBLAS on the same inputs, so that both see the same clocks (``time_interleaved``). Results go to a table on screen, a JSON list of records and a PNG plot.
+cuBLAS on the same inputs, so that both see the same clocks (``time_interleaved``). Results go
+to a table on screen, a JSON list of records and a PNG plot.
 """
 from __future__ import annotations
 
