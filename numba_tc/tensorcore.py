@@ -342,6 +342,7 @@ def tiled_kernel(cfg: MmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool,
     # tf32 keeps the plain order: its fragments are rounded on every load, and with two sets of
     # them the prefetch measured slower (bf16/fp16 +19%, tf32 -5%; benchmarks/NOTES.md)
     PF = cfg.frag_prefetch and ITEM == 2
+    PROLOGUE = S if PF else S - 1                # K slices in flight before the main loop
     NACC, NFA, NFB = MI * NI * 4, MI * 4 * (1 + PF), NI * 2 * (1 + PF)   # two fragment sets with PF
     QA = KSTEPS if A_KM else MI              # per-lane ldmatrix offsets (see _frag_base)
     QB = KSTEPS if B_KM else NI // 2
@@ -416,14 +417,18 @@ def tiled_kernel(cfg: MmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool,
         vsa = (NT // A_CPR) * lda * ITEM
         vsb = (NT // B_CPR) * ldb * ITEM
 
-        if PF:
-            # CUTLASS's multistage order (see _slice_ahead). The prologue fills all S stages.
-            for s in range(S):                    # slices 0..S-1, commit group g holding slice g
+        if ASYNC:
+            # prologue: slices 0..P-1 in flight, commit group g holding slice g. With the
+            # fragment prefetch all S stages fill (see slice_ahead); without it one stays free
+            # for the copy issued at the top of each iteration.
+            for s in range(PROLOGUE):
                 if s < ntiles:
                     _copy_slice(s0 + s * STAGE, s * BK, ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb,
                                 lda, ldb, inner and (s + 1) * BK <= K, A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES, SWZ, ITEM, EPC,
                                 va, vb, ASYNC, tid, NT)
                 cp_async_commit()
+
+        if PF:                                    # CUTLASS's multistage order
             cp_async_wait(S - 1)                  # slice 0 has landed
             cuda.syncthreads()
             _load_frags(0, 0, pa, pb, s0, s0 + A_BYTES, offa, offb, wm0, wn0, lane, MI, NI,
@@ -440,14 +445,7 @@ def tiled_kernel(cfg: MmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool,
             for t in range(t_full, ntiles):
                 rd = slice_ahead(t, rd, False, s0, ntiles, K, inner, pacc, pa, pb, offa, offb, wm0, wn0, lane,
                                  ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb, lda, ldb, tid)
-            cp_async_wait(0)
         elif ASYNC:
-            for s in range(S - 1):                # prologue: S - 1 slices in flight
-                if s < ntiles:
-                    _copy_slice(s0 + s * STAGE, s * BK, ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb,
-                                lda, ldb, inner and (s + 1) * BK <= K, A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES, SWZ, ITEM, EPC,
-                                va, vb, ASYNC, tid, NT)
-                cp_async_commit()
             rd = 0                                # stage holding slice t
             wr = S - 1                            # stage slice t + S - 1 goes to
             for t in range(ntiles):
@@ -464,7 +462,6 @@ def tiled_kernel(cfg: MmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool,
                         MI, NI, A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC, MMA)
                 rd = 0 if rd == S - 1 else rd + 1
                 wr = 0 if wr == S - 1 else wr + 1
-            cp_async_wait(0)
         else:
             for t in range(ntiles):
                 _copy_slice(s0, t * BK, ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb,
@@ -474,6 +471,8 @@ def tiled_kernel(cfg: MmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool,
                 _ksteps(KSTEPS, pacc, pa, pb, s0, s0 + A_BYTES, offa, offb, wm0, wn0, lane,
                         MI, NI, A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC, MMA)
                 cuda.syncthreads()
+        if ASYNC:
+            cp_async_wait(0)                      # (only empty groups remain: nothing in flight)
 
         if MINB > 0:    # (reads MINB so that launch bounds enter Numba's cache key; always true)
             store_fragments(MI * NI, C, ldc, M, N, acc, bm0 + wm0, bn0 + wn0, lane, NI, 16, OUT_ITEM, OUT_K, vc)
