@@ -3,11 +3,7 @@
 #   GPU tests, the mma.sync ceiling, the wgmma ladder (bf16, fp16), the hopper shape sweep and
 #   compute-sanitizer (memcheck, racecheck, synccheck) on a small ragged problem per rung.
 #   OUT=/tmp/out bash benchmarks/hopper_h100.sh [bench|sanitize]
-set -u
-OUT=${OUT:-/tmp/hopper_out}; mkdir -p "$OUT"
-LOG="$OUT/hopper_h100.log"; J="$OUT/hopper_h100.json"
-exec > >(tr -cd '\11\12\15\40-\176' | grep --line-buffered -v -i "performancewarning\|warn(errors" | tee -a "$LOG") 2>&1
-what=${1:-all}
+NAME=hopper; source "$(dirname "$0")/h100_run.sh" "$@"
 if [ "$what" != sanitize ]; then
 echo "== GPU tests"; python -m pytest -q -n 8 -p xdist tests/test_gpu_hopper.py -W ignore 2>&1 | tail -4
 echo "== mma.sync ceiling"; python -m numba_tc.ceiling
@@ -23,14 +19,9 @@ echo "== row strides vs loaders"; python benchmarks/probe_hopper.py
 fi
 if [ "$what" != bench ]; then
 echo "== sanitizers (small ragged problems; exit 0 = no errors)"
-sanitize() {   # tool variant layout
-  compute-sanitizer --tool $1 --report-api-errors no --error-exitcode 9 \
-    python benchmarks/profile_one.py $2 0 bfloat16 $3 328 200 264 > /tmp/san_$1_$2.txt 2>&1
-  echo "compute-sanitizer --tool $1 $2 $3: exit $? | $(grep -v '^$' /tmp/san_$1_$2.txt | tail -1)"
-}
-export -f sanitize
 { for v in wgmma_tma wgmma_ws wgmma_cluster hopper; do for t in memcheck racecheck synccheck; do
-    echo "$t $v NN"; done; done
-  echo "memcheck pipelined NT"; echo "memcheck mma_tuned NT"; } | xargs -P 7 -L 1 bash -c 'sanitize $0 $1 $2'
+    echo "$t $v NN 328 200 264"; done; done
+  echo "memcheck pipelined NT 328 200 264"; echo "memcheck mma_tuned NT 328 200 264"
+} | xargs -P 7 -L 1 bash -c 'sanitize $0 $1 $2 $3 $4 $5'
 fi
 echo "== done"

@@ -4,11 +4,7 @@
 #   prefetch A/B, and compute-sanitizer on every rung: a small ragged problem (all edge blocks)
 #   and, for mma_tuned, one with interior blocks and K > 5 slices (its branch-free loop runs).
 #   OUT=/tmp/out bash benchmarks/mma_h100.sh [bench|sanitize]
-set -u
-OUT=${OUT:-/tmp/mma_out}; mkdir -p "$OUT"
-LOG="$OUT/mma_h100.log"; J="$OUT/mma_h100.json"
-exec > >(tr -cd '\11\12\15\40-\176' | grep --line-buffered -v -i "performancewarning\|warn(errors" | tee -a "$LOG") 2>&1
-what=${1:-all}
+NAME=mma; source "$(dirname "$0")/h100_run.sh" "$@"
 if [ "$what" != sanitize ]; then
 echo "== GPU tests"; python -m pytest -q -n 8 -p xdist tests/test_gpu_tensorcore.py -W ignore 2>&1 | tail -3
 echo "== mma.sync ceiling"; python -m numba_tc.ceiling
@@ -21,12 +17,6 @@ echo "== fragment prefetch A/B"; python benchmarks/ab_mma.py 4096 8192 6000x5000
 fi
 if [ "$what" != bench ]; then
 echo "== sanitizers (exit 0 = no errors)"
-sanitize() {   # tool variant layout m n k
-  compute-sanitizer --tool $1 --report-api-errors no --error-exitcode 9 \
-    python benchmarks/profile_one.py $2 0 bfloat16 $3 $4 $5 $6 > /tmp/san_$1_$2_$4.txt 2>&1
-  echo "compute-sanitizer --tool $1 $2 $3 $4x$5x$6: exit $? | $(grep -v '^$' /tmp/san_$1_$2_$4.txt | tail -1)"
-}
-export -f sanitize
 { for v in mma_naive mma_smem mma_swizzle pipelined mma_tuned; do for t in memcheck racecheck; do
     echo "$t $v NT 333 200 264"; done; done
   for t in memcheck racecheck synccheck; do echo "$t mma_tuned NN 600 300 700"; echo "$t mma_tuned TT 520 260 1000"; done
