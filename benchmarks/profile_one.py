@@ -1,6 +1,7 @@
 """One launch of a variant, for Nsight Compute or compute-sanitizer:
     ncu --clock-control none -k regex:tiled -c 1 python benchmarks/profile_one.py warptile 4096
-    python benchmarks/profile_one.py pipelined 8192 bfloat16 [NN|NT|TN|TT] [M N K]"""
+    python benchmarks/profile_one.py pipelined 8192 bfloat16 [NN|NT|TN|TT] [M N K]
+The name "cublas" launches torch.matmul (cuBLAS) on the same inputs instead."""
 import sys
 
 import torch
@@ -15,5 +16,9 @@ tdt = getattr(torch, "float32" if dtype == "tf32" else dtype)
 a = torch.randn(k, m, device="cuda", dtype=tdt).T if layout[0] == "T" else torch.randn(m, k, device="cuda", dtype=tdt)
 b = torch.randn(n, k, device="cuda", dtype=tdt).T if layout[1] == "T" else torch.randn(k, n, device="cuda", dtype=tdt)
 c = torch.empty(m, n, device="cuda", dtype=tdt)
-numba_tc.gemm(a, b, variant=name, out=c)
+if name == "cublas":
+    torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+    torch.matmul(a, b, out=c)
+else:
+    numba_tc.gemm(a, b, variant=name, out=c)
 torch.cuda.synchronize()

@@ -53,6 +53,11 @@ WGMMA = [
     dict(cluster=2, tma_store=True, regs=(24, 240)),
     dict(bm=256, bn=128, cluster=2, tma_store=True),
     dict(cluster=2, tma_store=True, group_m=4),
+    # session 6, re-measured with interleaved timing: rung 7 (1) against these
+    dict(tma_store=True, max_stages=3),
+    dict(tma_store=True, group_m=16),
+    dict(tma_store=True, group_m=4),
+    dict(tma_store=True, regs=(24, 240)),
 ]
 LADDERS = {"simt": (SimtConfig, SIMT_BASE, SIMT, lambda cfg: simt._launch_tiled(7, cfg), ("float32",), (3, 5)),
            "mma": (MmaConfig, MMA_BASE, MMA, tensorcore._launch_tiled, ("float16", "bfloat16", "tf32"), (8, 0)),
