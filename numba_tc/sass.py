@@ -34,6 +34,17 @@ class Cubin:
         """Number of SASS instructions whose opcode starts with ``opcode`` (``"HMMA"``, ``"LDS.128"``)."""
         return sum(n for op, n in self.counts.items() if op == opcode or op.startswith(opcode + "."))
 
+    def branch_blocks(self) -> list:
+        """The SASS lines cut after every branch: straight-line runs (a loop body that is one basic
+        block shows up whole, with its backward branch last)."""
+        blocks, cur = [], []
+        for line in self.sass.splitlines():
+            cur.append(line)
+            if " BRA " in line:
+                blocks.append(cur)
+                cur = []
+        return blocks + [cur]
+
     @property
     def local_memory_ops(self) -> int:
         return self.count("LDL") + self.count("STL")

@@ -122,6 +122,31 @@ def _load_tile(regs, src, ld, r0, c0, nrows, ncols, R, C, trans, W, vec_ok, tid,
 
 
 @device
+def _chunk0(r0, c0, ld, R, C, trans, W, tid, NT):
+    """Element index of this thread's first chunk of the R x C tile at (r0, c0)."""
+    r, c = _tile_coord(0, tid, R, C, trans, W, NT)
+    return (c0 + c) * ld + r0 + r if trans else (r0 + r) * ld + c0 + c
+
+
+@device
+def _load_tile_full(regs, src, base, ld, R, C, trans, W, vec_ok, NT):
+    """``_load_tile`` for a tile known to lie inside the matrix, from its first chunk's index
+    (``_chunk0``): no checks, and chunk v sits v * NT / (chunks per line) lines further on."""
+    LINE = (R if trans else C) // W            # chunks along the contiguous side
+    for v in range(R * C // (NT * W)):
+        e = base + v * (NT // LINE) * ld
+        if W == 4 and vec_ok:
+            x0, x1, x2, x3 = load_f32x4(src, e)
+            regs[v * 4] = x0
+            regs[v * 4 + 1] = x1
+            regs[v * 4 + 2] = x2
+            regs[v * 4 + 3] = x3
+        else:
+            for l in range(W):
+                regs[v * W + l] = src[e + l]
+
+
+@device
 def _store_tile(dst, off, regs, R, C, trans, W, tid, NT, rs, cs):
     """Write registers filled by ``_load_tile`` to shared memory: element (r, c) at
     ``dst[off + r*rs + c*cs]`` (so one loader serves both [m][k] and transposed [k][m] tiles)."""
@@ -219,6 +244,52 @@ def tiled_kernel(cfg: SimtConfig, ta: bool, tb: bool, va: bool, vb: bool, vc: bo
     # Numba's disk-cache key covers the kernel's bytecode and closure but not its launch bounds:
     # the kernel reads MINB (in a branch that folds away) so two bounds never share a cubin.
     MINB = cfg.min_blocks
+    # the unchecked loads step whole lines of chunks per pass of the block's threads
+    FAST = NT % ((BM if ta else BK) // W) == 0 and NT % ((BK if tb else BN) // W) == 0
+
+    @device
+    def load_tiles(ra, rb, pA, pB, lda, ldb, bm0, bn0, k0, M, N, K, a0, b0, FULL, tid):
+        """K tile k0..k0+BK of A's rows and B's columns into registers. FULL (a literal): the
+        tiles lie inside A and B, read unchecked from the first chunks a0 / b0 of tile 0."""
+        if FULL:
+            _load_tile_full(ra, pA, a0 + k0 * (lda if ta else 1), lda, BM, BK, ta, W, va, NT)
+            _load_tile_full(rb, pB, b0 + k0 * (1 if tb else ldb), ldb, BK, BN, tb, W, vb, NT)
+        else:
+            _load_tile(ra, pA, lda, bm0, k0, M, K, BM, BK, ta, W, va, tid, NT)
+            _load_tile(rb, pB, ldb, k0, bn0, K, N, BK, BN, tb, W, vb, tid, NT)
+
+    @device
+    def store_tiles(psA, psB, ra, rb, buf, tid):
+        """The registers of load_tiles into shared buffer ``buf`` (A k-major with a_kmajor)."""
+        _store_tile(psA, buf * A_T, ra, BM, BK, ta, W, tid, NT, A_MS, A_KS)
+        _store_tile(psB, buf * B_T, rb, BK, BN, tb, W, tid, NT, BN, 1)
+
+    @device
+    def k_tile(t, FULL, CUR, ntiles, acc, rm, rn, ra, rb, psA, psB, pA, pB, lda, ldb, bm0, bn0, m0, n0,
+               M, N, K, a0, b0, tid):
+        """K tile t. FULL (a literal): the tile this step loads lies wholly inside A and B.
+        CUR: the buffer tile t is in (t % 2), a literal where known, -1 where not."""
+        if STAGES == 1:
+            load_tiles(ra, rb, pA, pB, lda, ldb, bm0, bn0, t * BK, M, N, K, a0, b0, FULL, tid)
+            store_tiles(psA, psB, ra, rb, 0, tid)
+            cuda.syncthreads()
+            _mac_tile(BK, acc, rm, rn, psA, 0, psB, 0, m0, n0, A_MS, A_KS, BN,
+                      WMITER, WSUBM, TM, WNITER, WSUBN, TN)
+            cuda.syncthreads()
+        else:
+            # Double buffer: tile t+1 travels from global memory into registers while tile t is
+            # multiplied out of shared memory, then lands in the other buffer. One barrier per
+            # tile suffices: nobody overwrites a buffer until everyone has passed the barrier
+            # that follows its last use.
+            cur = CUR if CUR >= 0 else t & 1
+            more = FULL or t + 1 < ntiles
+            if more:
+                load_tiles(ra, rb, pA, pB, lda, ldb, bm0, bn0, (t + 1) * BK, M, N, K, a0, b0, FULL, tid)
+            _mac_tile(BK, acc, rm, rn, psA, cur * A_T, psB, cur * B_T, m0, n0, A_MS, A_KS, BN,
+                      WMITER, WSUBM, TM, WNITER, WSUBN, TN)
+            if more:
+                store_tiles(psA, psB, ra, rb, 1 - cur, tid)
+            cuda.syncthreads()
 
     def tiled(A, B, C, M, N, K, lda, ldb, ldc):
         if MINB == 0:
@@ -243,41 +314,27 @@ def tiled_kernel(cfg: SimtConfig, ta: bool, tb: bool, va: bool, vb: bool, vc: bo
         n0 = (g % WTN) * WN + (lane % TCOLS) * TN
         ntiles = (K + BK - 1) // BK
 
-        if STAGES == 1:
-            for t in range(ntiles):
-                k0 = t * BK
-                _load_tile(ra, pA, lda, bm0, k0, M, K, BM, BK, ta, W, va, tid, NT)
-                _load_tile(rb, pB, ldb, k0, bn0, K, N, BK, BN, tb, W, vb, tid, NT)
-                _store_tile(psA, 0, ra, BM, BK, ta, W, tid, NT, A_MS, A_KS)
-                _store_tile(psB, 0, rb, BK, BN, tb, W, tid, NT, BN, 1)
-                cuda.syncthreads()
-                _mac_tile(BK, acc, rm, rn, psA, 0, psB, 0, m0, n0, A_MS, A_KS, BN,
-                          WMITER, WSUBM, TM, WNITER, WSUBN, TN)
-                cuda.syncthreads()
-        else:
-            # Double buffer: tile t+1 travels from global memory into registers while tile t is
-            # multiplied out of shared memory, then lands in the other buffer. One barrier per
-            # tile suffices: nobody overwrites a buffer until everyone has passed the barrier
-            # that follows its last use.
-            if ntiles > 0:
-                _load_tile(ra, pA, lda, bm0, 0, M, K, BM, BK, ta, W, va, tid, NT)
-                _load_tile(rb, pB, ldb, 0, bn0, K, N, BK, BN, tb, W, vb, tid, NT)
-                _store_tile(psA, 0, ra, BM, BK, ta, W, tid, NT, A_MS, A_KS)
-                _store_tile(psB, 0, rb, BK, BN, tb, W, tid, NT, BN, 1)
-                cuda.syncthreads()
-            for t in range(ntiles):
-                cur = t % 2
-                more = t + 1 < ntiles
-                if more:
-                    k0 = (t + 1) * BK
-                    _load_tile(ra, pA, lda, bm0, k0, M, K, BM, BK, ta, W, va, tid, NT)
-                    _load_tile(rb, pB, ldb, k0, bn0, K, N, BK, BN, tb, W, vb, tid, NT)
-                _mac_tile(BK, acc, rm, rn, psA, cur * A_T, psB, cur * B_T, m0, n0, A_MS, A_KS, BN,
-                          WMITER, WSUBM, TM, WNITER, WSUBN, TN)
-                if more:
-                    _store_tile(psA, (1 - cur) * A_T, ra, BM, BK, ta, W, tid, NT, A_MS, A_KS)
-                    _store_tile(psB, (1 - cur) * B_T, rb, BK, BN, tb, W, tid, NT, BN, 1)
-                cuda.syncthreads()
+        a0 = _chunk0(bm0, 0, lda, BM, BK, ta, W, tid, NT)
+        b0 = _chunk0(0, bn0, ldb, BK, BN, tb, W, tid, NT)
+        if STAGES > 1 and ntiles > 0:      # tile 0 into buffer 0
+            load_tiles(ra, rb, pA, pB, lda, ldb, bm0, bn0, 0, M, N, K, a0, b0, False, tid)
+            store_tiles(psA, psB, ra, rb, 0, tid)
+            cuda.syncthreads()
+        # Two copies of the loop: while the tile to load is whole (an interior block, not the
+        # last partial K tile) the loads have no checks, so the loop body is one basic block in
+        # which ptxas interleaves them with the FMAs; edge blocks and the last tiles check.
+        inner = FAST and bm0 + BM <= M and bn0 + BN <= N
+        t_full = max(K // BK - (STAGES - 1), 0) if inner else 0
+        # The whole-tile loop takes two tiles per iteration, so that which buffer each reads and
+        # writes is a constant: shared addresses become immediates instead of arithmetic.
+        for t2 in range(t_full // 2):
+            k_tile(2 * t2, True, 0, ntiles, acc, rm, rn, ra, rb, psA, psB, pA, pB, lda, ldb, bm0, bn0,
+                   m0, n0, M, N, K, a0, b0, tid)
+            k_tile(2 * t2 + 1, True, 1, ntiles, acc, rm, rn, ra, rb, psA, psB, pA, pB, lda, ldb, bm0,
+                   bn0, m0, n0, M, N, K, a0, b0, tid)
+        for t in range(t_full // 2 * 2, ntiles):
+            k_tile(t, False, -1, ntiles, acc, rm, rn, ra, rb, psA, psB, pA, pB, lda, ldb, bm0, bn0,
+                   m0, n0, M, N, K, a0, b0, tid)
 
         _store_c(NM, pC, ldc, M, N, acc, bm0 + m0, bn0 + n0, WMITER, WSUBM, TM, WNITER, WSUBN, TN, vc)
 

@@ -1,4 +1,6 @@
 """Every SIMT kernel compiles, offline, to an sm_90a cubin whose SASS we check (no GPU needed)."""
+import re
+
 import pytest
 from numba import float32, int64
 
@@ -27,9 +29,23 @@ def cubins():
 def test_no_local_memory_and_fully_unrolled(cubins, v):
     c = cubins[v.name]
     assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
-    # jit.unrolled writes the k loop out: one FFMA per output per k step, in straight-line code
-    assert c.count("FFMA") == v.config.bk * v.config.outputs_per_thread
+    # jit.unrolled writes the k loop out: one FFMA per output per k step, in straight-line code,
+    # three times: two K tiles per iteration of the whole-tile loop, one in the checked loop
+    assert c.count("FFMA") == 3 * v.config.bk * v.config.outputs_per_thread
     assert c.count("BAR.SYNC") >= 1
+
+
+@pytest.mark.parametrize("v", TILED, ids=lambda v: v.name)
+def test_whole_tile_loop_is_one_basic_block(cubins, v):
+    """Interior blocks run two K tiles per iteration with unchecked loads: one basic block holding
+    both tiles' FMAs and global loads (ptxas interleaves them), no bounds checks."""
+    cfg = v.config
+    fma = 2 * cfg.bk * cfg.outputs_per_thread
+    ldg = 2 * (cfg.bm + cfg.bn) * cfg.bk // (cfg.threads * cfg.vec)
+    body = [b for b in cubins[v.name].branch_blocks() if sum("FFMA" in l for l in b) == fma]
+    assert len(body) == 1
+    assert sum(" LDG" in l for l in body[0]) == ldg
+    assert sum(bool(re.search(r"\bISETP", l)) for l in body[0]) <= 2   # the loop's own test only
 
 
 @pytest.mark.parametrize("name", ["vectorized", "warptile"])

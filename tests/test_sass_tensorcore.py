@@ -59,12 +59,7 @@ def test_prefetch_loop_interleaves_copies_with_mma(cubins):
     assert cfg.frag_prefetch
     mi, ni, ksteps = cfg.mma_tiles()
     chunks = (cfg.bm + cfg.bn) * cfg.bk * 2 // 16 // cfg.threads      # 16-byte copies per thread
-    blocks, cur = [], []
-    for line in cubins["mma_tuned"].sass.splitlines():
-        cur.append(line)
-        if " BRA " in line:
-            blocks.append(cur)
-            cur = []
+    blocks = cubins["mma_tuned"].branch_blocks()
     assert any(sum("HMMA" in l for l in b) == mi * ni * ksteps and sum("LDGSTS" in l for l in b) == chunks
                and sum("BAR.SYNC" in l for l in b) == 1 for b in blocks)
 

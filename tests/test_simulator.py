@@ -26,3 +26,17 @@ for (m, n, k, layout) in {CASES!r}:
 """
     out = run_in_simulator(code)
     assert out.count(" ok") == 2 * len(CASES)
+
+
+@pytest.mark.parametrize("variant", ["vectorized", "warptile"])
+def test_whole_tile_loop_in_simulator(variant):
+    """A problem with an interior block and whole K tiles, so the unchecked loop runs (one and
+    two buffers), beside edge blocks and a partial last tile."""
+    code = f"""
+from numba_tc.verify import check
+for (m, n, k, layout) in [(130, 133, 50, "NN"), (129, 131, 49, "TT")]:
+    r = check({variant!r}, m, n, k, layout=layout)
+    print(r)
+    assert r.ok, r
+"""
+    assert run_in_simulator(code).count(" ok") == 2
