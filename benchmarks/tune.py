@@ -30,6 +30,9 @@ SIMT = [
     dict(bk=8, tm=4, tn=8, wm=64, wn=64, wniter=2, min_blocks=1, bm=256, a_pad=4),
     dict(bk=8, tm=4, tn=4, wm=64, wn=64, wniter=4, min_blocks=1, bn=256, a_pad=4),
     dict(bk=8, tm=4, tn=4, wm=64, wn=64, wniter=4, min_blocks=2, threads=128, a_pad=4),
+    # session 6, after the whole-tile loop
+    dict(bk=8, tm=4, tn=4, wm=64, wn=32, wniter=2, min_blocks=1, a_pad=4),
+    dict(bk=8, tm=4, tn=4, wm=64, wn=32, wniter=2, min_blocks=3, bn=64, threads=128, a_pad=4),
 ]
 MMA_BASE = dict(async_copy=True, group_m=8, frag_prefetch=True)
 MMA = [

@@ -34,16 +34,16 @@ class Cubin:
         """Number of SASS instructions whose opcode starts with ``opcode`` (``"HMMA"``, ``"LDS.128"``)."""
         return sum(n for op, n in self.counts.items() if op == opcode or op.startswith(opcode + "."))
 
-    def branch_blocks(self) -> list:
-        """The SASS lines cut after every branch: straight-line runs (a loop body that is one basic
-        block shows up whole, with its backward branch last)."""
-        blocks, cur = [], []
-        for line in self.sass.splitlines():
-            cur.append(line)
-            if " BRA " in line:
-                blocks.append(cur)
-                cur = []
-        return blocks + [cur]
+    def loops(self) -> list:
+        """The instruction lines of each loop: from a backward branch's target to the branch."""
+        ins = [(int(m.group(1), 16), line) for line in self.sass.splitlines()
+               for m in [_ADDRESS.match(line)] if m]
+        out = []
+        for addr, line in ins:
+            m = _BRANCH.search(line)
+            if m and int(m.group(1), 16) <= addr:
+                out.append([l for a, l in ins if int(m.group(1), 16) <= a <= addr])
+        return out
 
     @property
     def local_memory_ops(self) -> int:
@@ -64,6 +64,8 @@ def find_cuobjdump() -> str | None:
     return None
 
 
+_ADDRESS = re.compile(r"\s*/\*([0-9a-f]{4,})\*/\s+\S")
+_BRANCH = re.compile(r"\bBRA (0x[0-9a-f]+)")
 _OPCODE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
 
 

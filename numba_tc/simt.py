@@ -325,14 +325,16 @@ def tiled_kernel(cfg: SimtConfig, ta: bool, tb: bool, va: bool, vb: bool, vc: bo
         # which ptxas interleaves them with the FMAs; edge blocks and the last tiles check.
         inner = FAST and bm0 + BM <= M and bn0 + BN <= N
         t_full = max(K // BK - (STAGES - 1), 0) if inner else 0
-        # The whole-tile loop takes two tiles per iteration, so that which buffer each reads and
-        # writes is a constant: shared addresses become immediates instead of arithmetic.
-        for t2 in range(t_full // 2):
-            k_tile(2 * t2, True, 0, ntiles, acc, rm, rn, ra, rb, psA, psB, pA, pB, lda, ldb, bm0, bn0,
+        # With two buffers the whole-tile loop takes two tiles per iteration, so that which buffer
+        # each reads and writes is a constant: shared addresses become immediates, not arithmetic.
+        for t2 in range(t_full // STAGES):
+            t = t2 * STAGES
+            k_tile(t, True, 0, ntiles, acc, rm, rn, ra, rb, psA, psB, pA, pB, lda, ldb, bm0, bn0,
                    m0, n0, M, N, K, a0, b0, tid)
-            k_tile(2 * t2 + 1, True, 1, ntiles, acc, rm, rn, ra, rb, psA, psB, pA, pB, lda, ldb, bm0,
-                   bn0, m0, n0, M, N, K, a0, b0, tid)
-        for t in range(t_full // 2 * 2, ntiles):
+            if STAGES == 2:
+                k_tile(t + 1, True, 1, ntiles, acc, rm, rn, ra, rb, psA, psB, pA, pB, lda, ldb, bm0,
+                       bn0, m0, n0, M, N, K, a0, b0, tid)
+        for t in range(t_full // STAGES * STAGES, ntiles):
             k_tile(t, False, -1, ntiles, acc, rm, rn, ra, rb, psA, psB, pA, pB, lda, ldb, bm0, bn0,
                    m0, n0, M, N, K, a0, b0, tid)
 
@@ -381,7 +383,7 @@ def _launch_tiled(rung, cfg):
 RUNG3 = SimtConfig(bm=32, bn=32, bk=32, threads=1024)
 RUNG4 = SimtConfig(bm=64, bn=64, bk=8, tm=8, tn=1, threads=512)
 RUNG5 = SimtConfig(bm=128, bn=128, bk=8, tm=8, tn=8, threads=256)
-RUNG6 = RUNG5.replace(a_kmajor=True, vector_loads=True)
+RUNG6 = RUNG5.replace(a_kmajor=True, vector_loads=True, min_blocks=2)
 # Rung 7 as tuned on the H100 (benchmarks/tune.py simt, results/tune_simt_h100.json): 128x64 block
 # tiles of four 64x32 warp tiles, 3 blocks per SM (<= 168 registers, no spills).
 RUNG7 = SimtConfig(bm=128, bn=64, bk=16, tm=4, tn=4, threads=128, warptile=True, wm=64, wn=32,
@@ -401,7 +403,7 @@ RUNGS = [
             "(128x128x8 tiles): 16 shared loads feed 64 FMAs", _launch_tiled(5, RUNG5), RUNG5),
     Variant("vectorized", "simt", 6, _F32, (3, 5), "tiles load as 16-byte LDG.128 and A is stored "
             "transposed, so a thread's A values for one k are adjacent (LDS.128 without the extra "
-            "registers of merging across k)", _launch_tiled(6, RUNG6), RUNG6),
+            "registers of merging across k): at most 128 registers, two blocks per SM", _launch_tiled(6, RUNG6), RUNG6),
     Variant("warptile", "simt", 7, _F32, (3, 5), "warps own 64x32 sub-tiles, a register-prefetched "
             "double buffer hides global latency behind the FMAs, 3 blocks per SM", _launch_tiled(7, RUNG7), RUNG7),
 ]
