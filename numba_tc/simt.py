@@ -182,7 +182,8 @@ def _mac_step(kk, acc, rm, rn, sA, a_off, sB, b_off, m0, n0, A_MS, A_KS, B_KS,
 
 @device
 def _fma_row(r, acc, rm, rn, NJ):
-    for j in range(NJ):
+    for jj in range(NJ):
+        j = NJ - 1 - jj if r & 1 else jj     # snake order: a row starts on the B value the last ended on
         acc[r * NJ + j] = cuda.fma(rm[r], rn[j], acc[r * NJ + j])
 
 
