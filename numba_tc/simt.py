@@ -182,8 +182,7 @@ def _mac_step(kk, acc, rm, rn, sA, a_off, sB, b_off, m0, n0, A_MS, A_KS, B_KS,
 
 @device
 def _fma_row(r, acc, rm, rn, NJ):
-    for jj in range(NJ):
-        j = NJ - 1 - jj if r & 1 else jj     # snake order: a row starts on the B value the last ended on
+    for j in range(NJ):
         acc[r * NJ + j] = cuda.fma(rm[r], rn[j], acc[r * NJ + j])
 
 
