@@ -50,6 +50,7 @@ def test_whole_tile_loop_is_one_basic_block(cubins, v):
     # (the checked loop's scalar loads may be predicated rather than branched: it has the tests)
     assert any(sum(bool(re.search(r"\bISETP", l)) for l in b) <= 2 for b in body)   # loop test only
 
+
 @pytest.mark.parametrize("name", ["vectorized", "warptile"])
 def test_vector_rungs_use_16_byte_accesses(cubins, name):
     c = cubins[name]
