@@ -32,9 +32,15 @@ __all__ = ["RUNGS", "naive_kernel", "coalesced_kernel", "tiled_kernel", "launch_
 # Element access shared by the untiled rungs
 # ---------------------------------------------------------------------------------------------
 @device
+def _index(r, c, ld, trans):
+    """Index of element (r, c) of a row-major (or, with ``trans``, column-major) matrix."""
+    return c * ld + r if trans else r * ld + c
+
+
+@device
 def _at(p, ld, r, c, trans):
     """Element (r, c) of a row-major (or, with ``trans``, column-major) matrix at pointer p."""
-    return p[c * ld + r] if trans else p[r * ld + c]
+    return p[_index(r, c, ld, trans)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -91,6 +97,16 @@ def _tile_coord(v, tid, R, C, contig_rows, W, NT):
 
 
 @device
+def _load_chunk16(regs, v, src, e):
+    """Chunk v of a tile (4 floats at element index e, 16-byte aligned) by one LDG.128."""
+    x0, x1, x2, x3 = load_f32x4(src, e)
+    regs[v * 4] = x0
+    regs[v * 4 + 1] = x1
+    regs[v * 4 + 2] = x2
+    regs[v * 4 + 3] = x3
+
+
+@device
 def _load_tile(regs, src, ld, r0, c0, nrows, ncols, R, C, trans, W, vec_ok, tid, NT):
     """Read the R x C tile at (r0, c0) of an nrows x ncols matrix into registers, zeros outside.
 
@@ -100,17 +116,13 @@ def _load_tile(regs, src, ld, r0, c0, nrows, ncols, R, C, trans, W, vec_ok, tid,
         r, c = _tile_coord(v, tid, R, C, trans, W, NT)
         gr = r0 + r
         gc = c0 + c
-        base = gc * ld + gr if trans else gr * ld + gc
+        base = _index(gr, gc, ld, trans)
         if trans:
             inside = gr + (W - 1) < nrows and gc < ncols
         else:
             inside = gr < nrows and gc + (W - 1) < ncols
         if W == 4 and vec_ok and inside:
-            x0, x1, x2, x3 = load_f32x4(src, base)
-            regs[v * 4] = x0
-            regs[v * 4 + 1] = x1
-            regs[v * 4 + 2] = x2
-            regs[v * 4 + 3] = x3
+            _load_chunk16(regs, v, src, base)
         else:
             for l in range(W):
                 rr = gr + l if trans else gr
@@ -125,7 +137,7 @@ def _load_tile(regs, src, ld, r0, c0, nrows, ncols, R, C, trans, W, vec_ok, tid,
 def _chunk0(r0, c0, ld, R, C, trans, W, tid, NT):
     """Element index of this thread's first chunk of the R x C tile at (r0, c0)."""
     r, c = _tile_coord(0, tid, R, C, trans, W, NT)
-    return (c0 + c) * ld + r0 + r if trans else (r0 + r) * ld + c0 + c
+    return _index(r0 + r, c0 + c, ld, trans)
 
 
 @device
@@ -136,11 +148,7 @@ def _load_tile_full(regs, src, base, ld, R, C, trans, W, vec_ok, NT):
     for v in range(R * C // (NT * W)):
         e = base + v * (NT // LINE) * ld
         if W == 4 and vec_ok:
-            x0, x1, x2, x3 = load_f32x4(src, e)
-            regs[v * 4] = x0
-            regs[v * 4 + 1] = x1
-            regs[v * 4 + 2] = x2
-            regs[v * 4 + 3] = x3
+            _load_chunk16(regs, v, src, e)
         else:
             for l in range(W):
                 regs[v * W + l] = src[e + l]
