@@ -39,6 +39,10 @@ SIMT = [
     # 2 blocks per SM (ptxas takes 200-206 registers): 4096^3 is 7.8 waves of them, not 5.2 of 3
     dict(bk=16, tm=4, tn=4, wm=64, wn=32, wniter=2, min_blocks=2, bm=64, threads=128, a_pad=4),
     dict(bk=16, tm=4, tn=4, wm=64, wn=32, wniter=2, min_blocks=2, bn=64, threads=128, a_pad=4),
+    # session 7: 128 outputs per thread again, now with the whole-tile loop (8-11 at bk=16)
+    dict(bk=16, tm=4, tn=4, wm=64, wn=64, wniter=4, min_blocks=1, bm=256),       # 48 KiB: no pad
+    dict(bk=16, tm=4, tn=4, wm=64, wn=64, wniter=4, min_blocks=1, bn=256),
+    dict(bk=16, tm=4, tn=4, wm=64, wn=64, wniter=4, min_blocks=2, threads=128, a_pad=4),
 ]
 MMA_BASE = dict(async_copy=True, group_m=8, frag_prefetch=True)
 MMA = [
