@@ -43,6 +43,14 @@ SIMT = [
     dict(bk=16, tm=4, tn=4, wm=64, wn=64, wniter=4, min_blocks=1, bm=256),       # 48 KiB: no pad
     dict(bk=16, tm=4, tn=4, wm=64, wn=64, wniter=4, min_blocks=1, bn=256),
     dict(bk=16, tm=4, tn=4, wm=64, wn=64, wniter=4, min_blocks=2, threads=128, a_pad=4),
+    # rung 7 (2) with 4-byte C stores (accumulators free of B's register banks), the tail split, both
+    dict(bk=16, tm=4, tn=4, wm=64, wn=32, wniter=2, min_blocks=3, bn=64, threads=128, a_pad=4,
+         vector_stores=False),
+    dict(bk=16, tm=4, tn=4, wm=64, wn=32, wniter=2, min_blocks=3, bn=64, threads=128, a_pad=4,
+         split_tail=True),
+    dict(bk=16, tm=4, tn=4, wm=64, wn=32, wniter=2, min_blocks=3, bn=64, threads=128, a_pad=4,
+         vector_stores=False, split_tail=True),
+    dict(bk=16, tm=4, tn=4, wm=64, wn=32, wniter=2, min_blocks=1, a_pad=4, vector_stores=False),
 ]
 MMA_BASE = dict(async_copy=True, group_m=8, frag_prefetch=True)
 MMA = [

@@ -51,6 +51,8 @@ class SimtConfig:
     stages: int = 1             # 2: register-prefetched double buffer, one barrier per k-tile
     a_pad: int = 0              # floats of padding per k-row of As (k-major only)
     min_blocks: int = 1         # launch bound: blocks that must fit per SM (caps registers/thread)
+    vector_stores: bool = True  # C written 16 bytes at a time where aligned (rung 7: 4 bytes, see its note)
+    split_tail: bool = False    # rung 7: the tiles of a last, partial wave are split along K (schedule.tail_split)
 
     def __post_init__(self):
         if not self.wm:

@@ -26,10 +26,10 @@ from collections import OrderedDict
 
 from numba import config, cuda, types
 
-__all__ = ["SIMULATOR", "PTX_DIR", "ptx_source", "ptr", "load_f32x4", "store_f32x4",
+__all__ = ["SIMULATOR", "PTX_DIR", "ptx_source", "ptr", "load_f32x4", "store_f32x4", "red_add_f32",
            "ldg_f32x4", "stg_f32x4", "MMA_SIGNATURES", "HOPPER_SIGNATURES", "kernel_handle",
            "enable_dynamic_smem", "tma_requirements", "tma_rows_fast", "encode_tensor_map", "tensor_map", "sm_count",
-           "launch_cluster", "max_active_clusters"]
+           "launch_cluster", "max_active_clusters", "resident_blocks"]
 
 SIMULATOR = bool(config.ENABLE_CUDASIM)
 PTX_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ptx")
@@ -55,6 +55,10 @@ if SIMULATOR:
 
     def store_f32x4(p, idx, a, b, c, d):
         p[idx], p[idx + 1], p[idx + 2], p[idx + 3] = a, b, c, d
+
+    @cuda.jit(device=True)           # (the simulator provides cuda.atomic inside device functions)
+    def red_add_f32(p, idx, x):
+        cuda.atomic.add(p, idx, x)
 
     def ldg_f32x4(dst, base, idx):
         for i in range(4):
@@ -111,6 +115,22 @@ else:
                 x = context.cast(builder, args[2 + j], sig.args[2 + j], types.float32)
                 v = builder.insert_element(v, x, ir.Constant(ir.IntType(32), j))
             builder.store(v, _vec_ptr(context, builder, sig, args), align=16)
+            return context.get_dummy_value()
+        return sig, codegen
+
+    @intrinsic
+    def red_add_f32(typingctx, p, idx, x):
+        """p[idx] += x atomically, result unused (RED.ADD.F32: partial sums of split-K blocks)."""
+        if not (isinstance(p, types.CPointer) and p.dtype == types.float32 and isinstance(idx, types.Integer)):
+            return None
+        sig = types.void(p, idx, types.float32)
+
+        def codegen(context, builder, sig, args):
+            from numba.cuda import nvvmutils
+            i = context.cast(builder, args[1], sig.args[1], types.intp)
+            v = context.cast(builder, args[2], sig.args[2], types.float32)
+            addr = builder.gep(args[0], [i])          # (NVVM's IR takes no atomicrmw fadd)
+            builder.call(nvvmutils.declare_atomic_add_float32(builder.module), [addr, v])
             return context.get_dummy_value()
         return sig, codegen
 
@@ -327,6 +347,20 @@ def _cufunction(dispatcher, sig):
 
 
 _CLUSTERS: dict = {}
+_RESIDENT: dict = {}
+
+
+def resident_blocks(dispatcher, sig, block: int, smem: int = 0) -> int:
+    """Blocks of this kernel one SM holds at once (cuOccupancyMaxActiveBlocksPerMultiprocessor:
+    registers, shared memory and threads as compiled), so a grid's waves can be counted."""
+    key = (id(dispatcher), tuple(sig), cuda.get_current_device().id, block, smem)
+    if key not in _RESIDENT:
+        from cuda.bindings import driver as cu
+        err, n = cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(_cufunction(dispatcher, sig), block, smem)
+        if err != cu.CUresult.CUDA_SUCCESS or n < 1:
+            raise RuntimeError(f"cuOccupancyMaxActiveBlocksPerMultiprocessor failed: {err} ({n} blocks)")
+        _RESIDENT[key] = (int(n), dispatcher)
+    return _RESIDENT[key][0]
 
 
 def max_active_clusters(dispatcher, sig, block: int, smem: int, cluster: int) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from numba.extending import register_jitable
 
-__all__ = ["cdiv", "tile_origin", "tile_order"]
+__all__ = ["cdiv", "tile_origin", "tile_order", "tail_split"]
 
 
 def cdiv(a: int, b: int) -> int:
@@ -30,3 +30,21 @@ def tile_origin(pid, grid_m, grid_n, group, bm, bn):
 def tile_order(grid_m: int, grid_n: int, group: int):
     """The (tile row, tile column) of every pid in launch order (for tests and the notebooks)."""
     return [tile_origin(p, grid_m, grid_n, group, 1, 1) for p in range(grid_m * grid_n)]
+
+
+def tail_split(tiles: int, slots: int, ktiles: int, min_ktiles: int = 8):
+    """Split the tiles of a last, partial wave along K: ``(whole, parts, per_part)``.
+
+    ``slots`` blocks run at once (SMs x resident blocks). With ``tiles = w * slots + rest``, the
+    ``rest`` tiles of the last wave would run alone on ``rest`` SM slots while the others idle
+    (4096^3 in 128x64 tiles on an H100: 2048 = 5 x 396 + 68). Instead, the first ``whole`` tiles
+    get one block each, and each of the last ``rest`` gets ``parts`` blocks (at most ``slots``
+    in all), each taking ``per_part`` consecutive K tiles (at least ``min_ktiles``) and adding
+    its partial sum into C. ``(tiles, 1, ktiles)``: no split (a whole last wave, or K too short).
+    """
+    rest = tiles % slots if slots > 0 else 0
+    parts = min(slots // rest, ktiles // min_ktiles) if rest else 1
+    if parts < 2:
+        return tiles, 1, ktiles
+    per = cdiv(ktiles, parts)
+    return tiles - rest, cdiv(ktiles, per), per

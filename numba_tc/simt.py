@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import functools
 
-from numba import cuda, float32
+from numba import cuda, float32, int64
 
 from .config import SimtConfig, Variant
 from .jit import device, kernel, unrolled
-from .link import SIMULATOR, load_f32x4, ptr, store_f32x4
-from .schedule import cdiv
+from .link import SIMULATOR, load_f32x4, ptr, red_add_f32, store_f32x4
+from .schedule import cdiv, tail_split
 
-__all__ = ["RUNGS", "naive_kernel", "coalesced_kernel", "tiled_kernel", "launch_grid"]
+__all__ = ["RUNGS", "SIGNATURE", "naive_kernel", "coalesced_kernel", "tiled_kernel", "tiled_plan", "launch_grid"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -209,8 +209,9 @@ _mac_tile = unrolled(_mac_step, 32)
 
 
 @device
-def _store_row(r, pC, ldc, M, N, acc, mb, nb, WMITER, WSUBM, TM, WNITER, WSUBN, TN, vec_ok):
-    """Accumulator row r (sub-tile r // TM, row r % TM) to C, inside M x N only."""
+def _store_row(r, pC, ldc, M, N, acc, mb, nb, WMITER, WSUBM, TM, WNITER, WSUBN, TN, vec_ok, add):
+    """Accumulator row r (sub-tile r // TM, row r % TM) to C, inside M x N only; ``add``: into
+    C atomically (a K slice of a split tile, see ``schedule.tail_split``)."""
     NJ = WNITER * TN
     i = r // TM
     t = r - i * TM
@@ -219,7 +220,11 @@ def _store_row(r, pC, ldc, M, N, acc, mb, nb, WMITER, WSUBM, TM, WNITER, WSUBN, 
         for j in range(WNITER):
             n = nb + j * WSUBN
             a0 = r * NJ + j * TN
-            if TN % 4 == 0 and vec_ok and n + TN <= N:
+            if add:
+                for q in range(TN):
+                    if n + q < N:
+                        red_add_f32(pC, m * ldc + n + q, acc[a0 + q])
+            elif TN % 4 == 0 and vec_ok and n + TN <= N:
                 for q in range(TN // 4):
                     a4 = a0 + 4 * q
                     store_f32x4(pC, m * ldc + n + 4 * q, acc[a4], acc[a4 + 1], acc[a4 + 2], acc[a4 + 3])
@@ -229,8 +234,13 @@ def _store_row(r, pC, ldc, M, N, acc, mb, nb, WMITER, WSUBM, TM, WNITER, WSUBN, 
                         pC[m * ldc + n + q] = acc[a0 + q]
 
 
-# The thread's accumulators to C, row by row, skipping rows/columns past M/N (STG.128 when aligned).
+# The thread's accumulators to C, row by row, skipping rows/columns past M/N (STG.128 when aligned
+# and the configuration asks for it).
 _store_c = unrolled(_store_row, 32)
+
+
+# The tiled kernel's parameters: A, B, C; M, N, K; lda, ldb, ldc; GN, WHOLE, PARTS, PER (tiled_plan)
+SIGNATURE = (float32[::1],) * 3 + (int64,) * 10
 
 
 @functools.lru_cache(maxsize=None)
@@ -252,6 +262,7 @@ def tiled_kernel(cfg: SimtConfig, ta: bool, tb: bool, va: bool, vb: bool, vc: bo
     # Numba's disk-cache key covers the kernel's bytecode and closure but not its launch bounds:
     # the kernel reads MINB (in a branch that folds away) so two bounds never share a cubin.
     MINB = cfg.min_blocks
+    VSTORE = cfg.vector_stores
     # the unchecked loads step whole lines of chunks per pass of the block's threads
     FAST = NT % ((BM if ta else BK) // W) == 0 and NT % ((BK if tb else BN) // W) == 0
 
@@ -274,11 +285,12 @@ def tiled_kernel(cfg: SimtConfig, ta: bool, tb: bool, va: bool, vb: bool, vc: bo
 
     @device
     def k_tile(t, FULL, CUR, ntiles, acc, rm, rn, ra, rb, psA, psB, pA, pB, lda, ldb, bm0, bn0, m0, n0,
-               M, N, K, a0, b0, tid):
-        """K tile t. FULL (a literal): the tile this step loads lies wholly inside A and B.
-        CUR: the buffer tile t is in (t % 2), a literal where known, -1 where not."""
+               M, N, K, a0, b0, kb, tid):
+        """The block's K tile t (of ntiles, from K = kb on). FULL (a literal): the tile this step
+        loads lies wholly inside A and B. CUR: the buffer tile t is in (t % 2), a literal where
+        known, -1 where not."""
         if STAGES == 1:
-            load_tiles(ra, rb, pA, pB, lda, ldb, bm0, bn0, t * BK, M, N, K, a0, b0, FULL, tid)
+            load_tiles(ra, rb, pA, pB, lda, ldb, bm0, bn0, kb + t * BK, M, N, K, a0, b0, FULL, tid)
             store_tiles(psA, psB, ra, rb, 0, tid)
             cuda.syncthreads()
             _mac_tile(BK, acc, rm, rn, psA, 0, psB, 0, m0, n0, A_MS, A_KS, BN,
@@ -292,14 +304,14 @@ def tiled_kernel(cfg: SimtConfig, ta: bool, tb: bool, va: bool, vb: bool, vc: bo
             cur = CUR if CUR >= 0 else t & 1
             more = FULL or t + 1 < ntiles
             if more:
-                load_tiles(ra, rb, pA, pB, lda, ldb, bm0, bn0, (t + 1) * BK, M, N, K, a0, b0, FULL, tid)
+                load_tiles(ra, rb, pA, pB, lda, ldb, bm0, bn0, kb + (t + 1) * BK, M, N, K, a0, b0, FULL, tid)
             _mac_tile(BK, acc, rm, rn, psA, cur * A_T, psB, cur * B_T, m0, n0, A_MS, A_KS, BN,
                       WMITER, WSUBM, TM, WNITER, WSUBN, TN)
             if more:
                 store_tiles(psA, psB, ra, rb, 1 - cur, tid)
             cuda.syncthreads()
 
-    def tiled(A, B, C, M, N, K, lda, ldb, ldc):
+    def tiled(A, B, C, M, N, K, lda, ldb, ldc, GN, WHOLE, PARTS, PER):
         if MINB == 0:
             return
         pA, pB, pC = ptr(A), ptr(B), ptr(C)
@@ -313,40 +325,53 @@ def tiled_kernel(cfg: SimtConfig, ta: bool, tb: bool, va: bool, vb: bool, vc: bo
         acc = cuda.local.array(NACC, float32)
         _zero_rows(NM, acc, NN)
 
+        # Blocks walk the tiles row by row (GN tiles across); blocks past WHOLE each take PER K
+        # tiles of one of the last tiles, PARTS blocks per tile (schedule.tail_split).
         tid = cuda.threadIdx.x
-        bm0 = cuda.blockIdx.y * BM
-        bn0 = cuda.blockIdx.x * BN
+        tile = cuda.blockIdx.x
+        kt0 = 0
+        kt1 = (K + BK - 1) // BK
+        split = tile >= WHOLE
+        if split:
+            q = tile - WHOLE
+            tile = WHOLE + q // PARTS
+            kt0 = (q % PARTS) * PER
+            kt1 = min(kt0 + PER, kt1)
+        bm0 = (tile // GN) * BM
+        bn0 = (tile % GN) * BN
+        kb = kt0 * BK
         g = tid // TPW                     # which warp tile (the whole block without warptiling)
         lane = tid % TPW
         m0 = (g // WTN) * WM + (lane // TCOLS) * TM     # thread's first row inside the block tile
         n0 = (g % WTN) * WN + (lane % TCOLS) * TN
-        ntiles = (K + BK - 1) // BK
+        ntiles = kt1 - kt0
 
         a0 = _chunk0(bm0, 0, lda, BM, BK, ta, W, tid, NT)
         b0 = _chunk0(0, bn0, ldb, BK, BN, tb, W, tid, NT)
         if STAGES > 1 and ntiles > 0:      # tile 0 into buffer 0
-            load_tiles(ra, rb, pA, pB, lda, ldb, bm0, bn0, 0, M, N, K, a0, b0, False, tid)
+            load_tiles(ra, rb, pA, pB, lda, ldb, bm0, bn0, kb, M, N, K, a0, b0, False, tid)
             store_tiles(psA, psB, ra, rb, 0, tid)
             cuda.syncthreads()
         # Two copies of the loop: while the tile to load is whole (an interior block, not the
         # last partial K tile) the loads have no checks, so the loop body is one basic block in
         # which ptxas interleaves them with the FMAs; edge blocks and the last tiles check.
         inner = FAST and bm0 + BM <= M and bn0 + BN <= N
-        t_full = max(K // BK - (STAGES - 1), 0) if inner else 0
+        t_full = max(min(kt1, K // BK) - kt0 - (STAGES - 1), 0) if inner else 0
         # With two buffers the whole-tile loop takes two tiles per iteration, so that which buffer
         # each reads and writes is a constant: shared addresses become immediates, not arithmetic.
         for t2 in range(t_full // STAGES):
             t = t2 * STAGES
             k_tile(t, True, 0, ntiles, acc, rm, rn, ra, rb, psA, psB, pA, pB, lda, ldb, bm0, bn0,
-                   m0, n0, M, N, K, a0, b0, tid)
+                   m0, n0, M, N, K, a0, b0, kb, tid)
             if STAGES == 2:
                 k_tile(t + 1, True, 1, ntiles, acc, rm, rn, ra, rb, psA, psB, pA, pB, lda, ldb, bm0,
-                       bn0, m0, n0, M, N, K, a0, b0, tid)
+                       bn0, m0, n0, M, N, K, a0, b0, kb, tid)
         for t in range(t_full // STAGES * STAGES, ntiles):
             k_tile(t, False, -1, ntiles, acc, rm, rn, ra, rb, psA, psB, pA, pB, lda, ldb, bm0, bn0,
-                   m0, n0, M, N, K, a0, b0, tid)
+                   m0, n0, M, N, K, a0, b0, kb, tid)
 
-        _store_c(NM, pC, ldc, M, N, acc, bm0 + m0, bn0 + n0, WMITER, WSUBM, TM, WNITER, WSUBN, TN, vc)
+        _store_c(NM, pC, ldc, M, N, acc, bm0 + m0, bn0 + n0, WMITER, WSUBM, TM, WNITER, WSUBN, TN,
+                 vc and VSTORE, split)
 
     return kernel(tiled, launch_bounds=(NT, cfg.min_blocks), max_shared=True)
 
@@ -355,13 +380,14 @@ def tiled_kernel(cfg: SimtConfig, ta: bool, tb: bool, va: bool, vb: bool, vc: bo
 # Host side: grids, launches and the rung table
 # ---------------------------------------------------------------------------------------------
 def launch_grid(rung: int, cfg, m: int, n: int):
-    """(grid, block) for a rung: x walks N tiles, y walks M tiles (rung 1: x walks M)."""
+    """(grid, block) for a rung. Rungs 1-2: x walks N tiles, y walks M tiles (rung 1: x walks M);
+    rungs 3-7: one block per tile, numbered row by row (before any tail split)."""
     if rung == 1:
         grid, block = (cdiv(m, 32), cdiv(n, 32)), (32, 32)
     elif rung == 2:
         grid, block = (cdiv(n, 32), cdiv(m, 32)), (1024,)
     else:
-        grid, block = (cdiv(n, cfg.bn), cdiv(m, cfg.bm)), (cfg.threads,)
+        return (cdiv(n, cfg.bn) * cdiv(m, cfg.bm),), (cfg.threads,)
     if grid[1] > 65535:
         raise ValueError(f"a {m}x{n} output needs a grid of {grid} blocks; the y dimension is "
                          "limited to 65535 (split the problem)")
@@ -379,11 +405,42 @@ def _launch_untiled(rung, factory):
     return launch
 
 
+@functools.lru_cache(maxsize=None)
+def _zero_kernel():
+    def zero_rows(C, row0, rows, cols, ldc):
+        i = cuda.grid(1)
+        if i < rows * cols:
+            r = i // cols
+            C[(row0 + r) * ldc + i - r * cols] = float32(0)
+    return kernel(zero_rows)
+
+
+def tiled_plan(cfg: SimtConfig, m: int, n: int, k: int, slots: int = 0):
+    """(blocks, (GN, WHOLE, PARTS, PER)): the tiled kernel's grid and its tile arguments, with
+    the last partial wave split along K when ``cfg.split_tail`` and ``slots`` (blocks resident
+    at once) are given (``schedule.tail_split``)."""
+    (tiles,), _ = launch_grid(3, cfg, m, n)
+    ktiles = cdiv(k, cfg.bk)
+    whole, parts, per = tail_split(tiles, slots, ktiles) if cfg.split_tail else (tiles, 1, ktiles)
+    return whole + (tiles - whole) * parts, (cdiv(n, cfg.bn), whole, parts, per)
+
+
 def _launch_tiled(rung, cfg):
-    def launch(a, b, c, stream):
-        grid, block = launch_grid(rung, cfg, c.rows, c.cols)
+    def launch(a, b, c, stream, slots=None):
+        """slots: blocks resident at once, for the tail split (default: this GPU's SMs times the
+        blocks per SM of the compiled kernel; none under the simulator)."""
         k = tiled_kernel(cfg, a.trans, b.trans, a.aligned16, b.aligned16, c.aligned16)
-        k[grid, block, stream](*_args(a, b, c))
+        args = _args(a, b, c)
+        if cfg.split_tail and slots is None and not SIMULATOR:
+            from .link import resident_blocks, sm_count
+            slots = sm_count() * resident_blocks(k, tuple(k.typeof_pyval(x) for x in args), cfg.threads)
+        blocks, tiling = tiled_plan(cfg, c.rows, c.cols, a.cols, slots or 0)
+        gn, whole, parts, _ = tiling
+        if parts > 1:        # split tiles are sums of atomic adds: zero their rows of C first
+            row0 = whole // gn * cfg.bm
+            n_zero = (c.rows - row0) * c.cols
+            _zero_kernel()[cdiv(n_zero, 256), 256, stream](c.data, row0, c.rows - row0, c.cols, c.ld)
+        k[blocks, cfg.threads, stream](*args, *tiling)
     launch.config = cfg
     return launch
 

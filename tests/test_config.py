@@ -53,13 +53,12 @@ def test_launch_grid_covers_ragged_shapes():
             elif rung == 2:
                 assert grid[0] * 32 >= n and grid[1] * 32 >= m
             else:
-                assert grid[0] * cfg.bn >= n and grid[1] * cfg.bm >= m
-                assert (grid[0] - 1) * cfg.bn < n and (grid[1] - 1) * cfg.bm < m
+                assert grid == (-(-m // cfg.bm) * -(-n // cfg.bn),)
 
 
 def test_launch_grid_rejects_too_tall():
     with pytest.raises(ValueError, match="grid"):
-        simt.launch_grid(3, simt.RUNG3, 32 * 70000, 32)
+        simt.launch_grid(2, None, 32 * 70000, 32)
 
 
 def test_tile_order_visits_every_tile_once_in_groups():
@@ -79,3 +78,21 @@ def test_fragment_prefetch_needs_the_cp_async_pipeline():
     with pytest.raises(ConfigError, match="frag_prefetch needs async_copy"):
         MmaConfig(bm=128, bn=128, wm=64, wn=64, frag_prefetch=True)
     assert MmaConfig(bm=128, bn=128, wm=64, wn=64, async_copy=True, frag_prefetch=True).frag_prefetch
+
+
+def test_tail_split():
+    from numba_tc.schedule import cdiv, tail_split
+    # 4096^3 in 128x64 tiles on 132 SMs x 3: 2048 = 5 x 396 + 68 tiles; 68 x 5 parts of 52 K tiles
+    assert tail_split(2048, 396, 256) == (1980, 5, 52)
+    assert tail_split(792, 396, 256) == (792, 1, 256)      # whole waves: nothing to split
+    assert tail_split(2048, 396, 10) == (2048, 1, 10)      # K too short to split
+    assert tail_split(100, 396, 256)[:2] == (0, 3)         # one partial wave: split-K throughout
+    for tiles in (1, 7, 395, 397, 1000, 5000):
+        for slots in (1, 132, 396):
+            for ktiles in (1, 9, 64, 257):
+                whole, parts, per = tail_split(tiles, slots, ktiles)
+                assert 0 <= whole <= tiles and (parts == 1) == (whole == tiles)
+                assert (tiles - whole) * parts <= max(slots, tiles - whole)
+                assert parts * per >= ktiles and (parts - 1) * per < ktiles and per >= min(8, ktiles)
+                if parts > 1:
+                    assert whole % slots == 0 and tiles - whole == tiles % slots

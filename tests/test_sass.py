@@ -10,7 +10,7 @@ from numba_tc.sass import compile_cubin
 from conftest import SIM
 
 pytestmark = pytest.mark.skipif(SIM, reason="the simulator has no compiler")
-SIG = (float32[::1],) * 3 + (int64,) * 6
+SIG = simt.SIGNATURE
 TILED = [v for v in simt.RUNGS if v.config is not None]
 
 
