@@ -433,7 +433,8 @@ def _launch_tiled(rung, cfg):
         args = _args(a, b, c)
         if cfg.split_tail and slots is None and not SIMULATOR:
             from .link import resident_blocks, sm_count
-            slots = sm_count() * resident_blocks(k, tuple(k.typeof_pyval(x) for x in args), cfg.threads)
+            sig = tuple(k.typeof_pyval(x) for x in args) + (int64,) * 4      # + the tile arguments
+            slots = sm_count() * resident_blocks(k, sig, cfg.threads)
         blocks, tiling = tiled_plan(cfg, c.rows, c.cols, a.cols, slots or 0)
         gn, whole, parts, _ = tiling
         if parts > 1:        # split tiles are sums of atomic adds: zero their rows of C first
