@@ -45,6 +45,20 @@ class Cubin:
                 out.append([l for a, l in ins if int(m.group(1), 16) <= a <= addr])
         return out
 
+    @staticmethod
+    def bank_conflicts(lines) -> int:
+        """FFMAs among ``lines`` two of whose register sources share a register bank (register
+        number % 2 on Volta and later) and neither comes from the operand reuse cache (``.reuse``):
+        each costs an extra cycle to read its operands (Nsight Compute: "dispatch stall")."""
+        n = 0
+        for line in lines:
+            m = _FFMA.search(line)
+            if m:
+                srcs = [o.strip().lstrip("-|") for o in m.group(1).split(",")]
+                banks = [int(o[1:]) % 2 for o in srcs if re.fullmatch(r"R\d+", o)]
+                n += len(banks) != len(set(banks))
+        return n
+
     @property
     def local_memory_ops(self) -> int:
         return self.count("LDL") + self.count("STL")
@@ -66,6 +80,7 @@ def find_cuobjdump() -> str | None:
 
 _ADDRESS = re.compile(r"\s*/\*([0-9a-f]{4,})\*/\s+\S")
 _BRANCH = re.compile(r"\bBRA (0x[0-9a-f]+)")
+_FFMA = re.compile(r"\bFFMA R\d+, ([^;]*);")
 _OPCODE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
 
 

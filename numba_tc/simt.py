@@ -262,7 +262,7 @@ def tiled_kernel(cfg: SimtConfig, ta: bool, tb: bool, va: bool, vb: bool, vc: bo
     # Numba's disk-cache key covers the kernel's bytecode and closure but not its launch bounds:
     # the kernel reads MINB (in a branch that folds away) so two bounds never share a cubin.
     MINB = cfg.min_blocks
-    VSTORE = cfg.vector_stores
+    VSTORE, SPLIT = cfg.vector_stores, cfg.split_tail     # (SPLIT: no atomic epilogue compiled without it)
     # the unchecked loads step whole lines of chunks per pass of the block's threads
     FAST = NT % ((BM if ta else BK) // W) == 0 and NT % ((BK if tb else BN) // W) == 0
 
@@ -325,20 +325,25 @@ def tiled_kernel(cfg: SimtConfig, ta: bool, tb: bool, va: bool, vb: bool, vc: bo
         acc = cuda.local.array(NACC, float32)
         _zero_rows(NM, acc, NN)
 
-        # Blocks walk the tiles row by row (GN tiles across); blocks past WHOLE each take PER K
-        # tiles of one of the last tiles, PARTS blocks per tile (schedule.tail_split).
         tid = cuda.threadIdx.x
-        tile = cuda.blockIdx.x
         kt0 = 0
         kt1 = (K + BK - 1) // BK
-        split = tile >= WHOLE
-        if split:
-            q = tile - WHOLE
-            tile = WHOLE + q // PARTS
-            kt0 = (q % PARTS) * PER
-            kt1 = min(kt0 + PER, kt1)
-        bm0 = (tile // GN) * BM
-        bn0 = (tile % GN) * BN
+        split = False
+        if SPLIT:
+            # a 1-D grid walks the tiles row by row (GN across); blocks past WHOLE each take PER
+            # K tiles of one of the last tiles, PARTS blocks per tile (schedule.tail_split)
+            tile = cuda.blockIdx.x
+            if tile >= WHOLE:
+                split = True
+                q = tile - WHOLE
+                tile = WHOLE + q // PARTS
+                kt0 = (q % PARTS) * PER
+                kt1 = min(kt0 + PER, kt1)
+            bm0 = (tile // GN) * BM
+            bn0 = (tile % GN) * BN
+        else:             # (block indices cost no registers: ptxas re-reads them where needed)
+            bm0 = cuda.blockIdx.y * BM
+            bn0 = cuda.blockIdx.x * BN
         kb = kt0 * BK
         g = tid // TPW                     # which warp tile (the whole block without warptiling)
         lane = tid % TPW
@@ -380,14 +385,16 @@ def tiled_kernel(cfg: SimtConfig, ta: bool, tb: bool, va: bool, vb: bool, vc: bo
 # Host side: grids, launches and the rung table
 # ---------------------------------------------------------------------------------------------
 def launch_grid(rung: int, cfg, m: int, n: int):
-    """(grid, block) for a rung. Rungs 1-2: x walks N tiles, y walks M tiles (rung 1: x walks M);
-    rungs 3-7: one block per tile, numbered row by row (before any tail split)."""
+    """(grid, block) for a rung: x walks N tiles, y walks M tiles (rung 1: x walks M); a
+    configuration with ``split_tail`` numbers its tiles along x alone (``tiled_plan``)."""
     if rung == 1:
         grid, block = (cdiv(m, 32), cdiv(n, 32)), (32, 32)
     elif rung == 2:
         grid, block = (cdiv(n, 32), cdiv(m, 32)), (1024,)
+    elif cfg.split_tail:
+        return tiled_plan(cfg, m, n, 0)[0], (cfg.threads,)
     else:
-        return (cdiv(n, cfg.bn) * cdiv(m, cfg.bm),), (cfg.threads,)
+        grid, block = (cdiv(n, cfg.bn), cdiv(m, cfg.bm)), (cfg.threads,)
     if grid[1] > 65535:
         raise ValueError(f"a {m}x{n} output needs a grid of {grid} blocks; the y dimension is "
                          "limited to 65535 (split the problem)")
@@ -416,13 +423,13 @@ def _zero_kernel():
 
 
 def tiled_plan(cfg: SimtConfig, m: int, n: int, k: int, slots: int = 0):
-    """(blocks, (GN, WHOLE, PARTS, PER)): the tiled kernel's grid and its tile arguments, with
-    the last partial wave split along K when ``cfg.split_tail`` and ``slots`` (blocks resident
-    at once) are given (``schedule.tail_split``)."""
-    (tiles,), _ = launch_grid(3, cfg, m, n)
-    ktiles = cdiv(k, cfg.bk)
-    whole, parts, per = tail_split(tiles, slots, ktiles) if cfg.split_tail else (tiles, 1, ktiles)
-    return whole + (tiles - whole) * parts, (cdiv(n, cfg.bn), whole, parts, per)
+    """((blocks,), (GN, WHOLE, PARTS, PER)) for a ``split_tail`` configuration: the 1-D grid and
+    the kernel's tile arguments, the last partial wave split along K when ``slots`` (blocks
+    resident at once) is given (``schedule.tail_split``)."""
+    gn = cdiv(n, cfg.bn)
+    tiles, ktiles = gn * cdiv(m, cfg.bm), cdiv(k, cfg.bk)
+    whole, parts, per = tail_split(tiles, slots, ktiles)
+    return (whole + (tiles - whole) * parts,), (gn, whole, parts, per)
 
 
 def _launch_tiled(rung, cfg):
@@ -435,13 +442,17 @@ def _launch_tiled(rung, cfg):
             from .link import resident_blocks, sm_count
             sig = tuple(k.typeof_pyval(x) for x in args) + (int64,) * 4      # + the tile arguments
             slots = sm_count() * resident_blocks(k, sig, cfg.threads)
-        blocks, tiling = tiled_plan(cfg, c.rows, c.cols, a.cols, slots or 0)
+        if not cfg.split_tail:
+            grid, block = launch_grid(rung, cfg, c.rows, c.cols)
+            k[grid, block, stream](*args, 0, 0, 1, 0)
+            return
+        grid, tiling = tiled_plan(cfg, c.rows, c.cols, a.cols, slots or 0)
         gn, whole, parts, _ = tiling
         if parts > 1:        # split tiles are sums of atomic adds: zero their rows of C first
             row0 = whole // gn * cfg.bm
             n_zero = (c.rows - row0) * c.cols
             _zero_kernel()[cdiv(n_zero, 256), 256, stream](c.data, row0, c.rows - row0, c.cols, c.ld)
-        k[blocks, cfg.threads, stream](*args, *tiling)
+        k[grid, cfg.threads, stream](*args, *tiling)
     launch.config = cfg
     return launch
 
@@ -453,7 +464,8 @@ RUNG6 = RUNG5.replace(a_kmajor=True, vector_loads=True, min_blocks=2)
 # Rung 7 as tuned on the H100 (benchmarks/tune.py simt, results/tune_simt_h100.json): 128x64 block
 # tiles of four 64x32 warp tiles, 3 blocks per SM (<= 168 registers, no spills).
 RUNG7 = SimtConfig(bm=128, bn=64, bk=16, tm=4, tn=4, threads=128, warptile=True, wm=64, wn=32,
-                   wniter=2, a_kmajor=True, a_pad=4, vector_loads=True, stages=2, min_blocks=3)
+                   wniter=2, a_kmajor=True, a_pad=4, vector_loads=True, stages=2, min_blocks=3,
+                   vector_stores=False, split_tail=True)
 
 _F32 = ("float32",)
 RUNGS = [

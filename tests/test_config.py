@@ -45,7 +45,7 @@ def test_bad_configs_raise(kw, words):
 
 
 def test_launch_grid_covers_ragged_shapes():
-    for rung, cfg in ((1, None), (2, None), (7, simt.RUNG7)):
+    for rung, cfg in ((1, None), (2, None), (7, simt.RUNG6)):
         for m, n in ((1, 1), (129, 65), (4096, 4095)):
             grid, block = simt.launch_grid(rung, cfg, m, n)
             if rung == 1:
@@ -53,12 +53,15 @@ def test_launch_grid_covers_ragged_shapes():
             elif rung == 2:
                 assert grid[0] * 32 >= n and grid[1] * 32 >= m
             else:
-                assert grid == (-(-m // cfg.bm) * -(-n // cfg.bn),)
+                assert grid[0] * cfg.bn >= n and grid[1] * cfg.bm >= m
+                assert (grid[0] - 1) * cfg.bn < n and (grid[1] - 1) * cfg.bm < m
+    # a split-tail configuration numbers its tiles along x alone
+    assert simt.launch_grid(7, simt.RUNG7.replace(split_tail=True), 4095, 129) == ((32 * 3,), (128,))
 
 
 def test_launch_grid_rejects_too_tall():
     with pytest.raises(ValueError, match="grid"):
-        simt.launch_grid(2, None, 32 * 70000, 32)
+        simt.launch_grid(3, simt.RUNG3, 32 * 70000, 32)
 
 
 def test_tile_order_visits_every_tile_once_in_groups():

@@ -78,3 +78,22 @@ def test_stream_argument():
         c = numba_tc.gemm(a, b, variant="warptile", stream=s)
     s.synchronize()
     assert verify.rel_error(c.cpu().numpy(), (a.double() @ b.double()).cpu().numpy()) < 1e-5
+
+
+@pytest.mark.parametrize("slots", [20, 32])
+@pytest.mark.parametrize("layout", verify.LAYOUTS)
+def test_warptile_tail_split_with_forced_slots(slots, layout):
+    """Whole tiles and K-split tail tiles in one launch (few slots force the split on small
+    problems; the sweep above meets the GPU's own, 396 on an H100)."""
+    from numba_tc import simt
+    from numba_tc.config import Variant
+    cfg = simt.RUNG7
+    launch = simt._launch_tiled(7, cfg)
+    name = f"warptile_slots{slots}"
+    numba_tc.register(Variant(name, "simt", 90, ("float32",), (3, 5), "test",
+                              lambda a, b, c, s: launch(a, b, c, s, slots=slots), cfg))
+    for m, n, k in ((700, 500, 300), (1000, 333, 777), (129, 65, 2049)):
+        grid, (gn, whole, parts, per) = simt.tiled_plan(cfg, m, n, k, slots)
+        assert parts > 1 and (whole > 0) == ((m, n) != (129, 65))
+        r = verify.check(name, m, n, k, layout=layout)
+        assert r.ok, r

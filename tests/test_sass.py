@@ -56,7 +56,18 @@ def test_vector_rungs_use_16_byte_accesses(cubins, name):
     c = cubins[name]
     assert c.count("LDG.E.128") > 0          # load_f32x4 from global memory
     assert c.count("LDS.128") == c.count("LDS") > 0   # every fragment load is 16 bytes wide
-    assert c.count("STG.E.128") > 0
+    # C: 16-byte stores in rung 6; rung 7 stores 4 bytes at a time (so that ptxas may put each
+    # accumulator in the register bank opposite its B operand) and adds split-K tiles with RED
+    assert (c.count("STG.E.128") > 0) == (name == "vectorized")
+    assert (c.count("REDG") > 0) == (name == "warptile")
+
+
+def test_warptile_accumulators_avoid_register_bank_conflicts(cubins):
+    """Two of an FFMA's sources read from one register bank (bank = register % 2) cost it a
+    cycle unless one comes from the operand reuse cache. With 16-byte C stores every accumulator
+    shared its B operand's bank (1434 of 2048 FFMA conflicted); with 4-byte stores about 570."""
+    body = next(b for b in cubins["warptile"].loops() if sum("FFMA" in l for l in b) == 2048)
+    assert cubins["warptile"].bank_conflicts(body) < 2048 // 3
 
 
 def test_blocktile2d_loads_global_memory_4_bytes_at_a_time(cubins):
@@ -88,3 +99,13 @@ def test_linked_ptx_primitives_inline():
     c = compile_cubin(copy4, (float32[::1], float32[::1]))
     assert c.count("LDG.E.128") == 1 and c.count("STG.E.128") == 1
     assert c.count("CALL") == 0 and c.local_memory_ops == 0
+
+
+def test_bank_conflict_count():
+    from numba_tc.sass import Cubin
+    lines = ["/*0010*/ FFMA R94, R12, R80, R16 ;",          # three even registers
+             "/*0020*/ FFMA R95, R80.reuse, R13, R17 ;",    # R13, R17: one bank
+             "/*0030*/ FFMA R95, R80.reuse, R13, R16 ;",    # two banks
+             "/*0040*/ FFMA R95, -R80, R13.reuse, R18 ;",   # R80, R18: one bank
+             "/*0050*/ FFMA R2, R4, 1.5, R7 ;"]             # an immediate: two banks
+    assert Cubin.bank_conflicts(lines) == 3

@@ -61,5 +61,5 @@ for slots, layout in ((3, "NN"), (16, "TT")):
     assert r.ok, r
 """
     out = run_in_simulator(code)
-    assert "(5, (2, 3, 2, 9))" in out and "(8, (2, 0, 2, 9))" in out
+    assert "((5,), (2, 3, 2, 9))" in out and "((8,), (2, 0, 2, 9))" in out
     assert out.count(" ok") == 2
