@@ -89,7 +89,7 @@ def test_warptile_tail_split_with_forced_slots(slots, layout):
     from numba_tc.config import Variant
     cfg = simt.RUNG7
     launch = simt._launch_tiled(7, cfg)
-    name = f"warptile_slots{slots}"
+    name = f"warptile_slots{slots}_{layout}"
     numba_tc.register(Variant(name, "simt", 90, ("float32",), (3, 5), "test",
                               lambda a, b, c, s: launch(a, b, c, s, slots=slots), cfg))
     for m, n, k in ((700, 500, 300), (1000, 333, 777), (129, 65, 2049)):
