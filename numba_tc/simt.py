@@ -438,14 +438,14 @@ def _launch_tiled(rung, cfg):
         blocks per SM of the compiled kernel; none under the simulator)."""
         k = tiled_kernel(cfg, a.trans, b.trans, a.aligned16, b.aligned16, c.aligned16)
         args = _args(a, b, c)
-        if cfg.split_tail and slots is None and not SIMULATOR:
+        if not cfg.split_tail:
+            grid, block = launch_grid(rung, cfg, c.rows, c.cols)
+            k[grid, block, stream](*args, 0, 0, 1, 0)        # (tile arguments unused)
+            return
+        if slots is None and not SIMULATOR:
             from .link import resident_blocks, sm_count
             sig = tuple(k.typeof_pyval(x) for x in args) + (int64,) * 4      # + the tile arguments
             slots = sm_count() * resident_blocks(k, sig, cfg.threads)
-        if not cfg.split_tail:
-            grid, block = launch_grid(rung, cfg, c.rows, c.cols)
-            k[grid, block, stream](*args, 0, 0, 1, 0)
-            return
         grid, tiling = tiled_plan(cfg, c.rows, c.cols, a.cols, slots or 0)
         gn, whole, parts, _ = tiling
         if parts > 1:        # split tiles are sums of atomic adds: zero their rows of C first

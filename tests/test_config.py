@@ -56,7 +56,7 @@ def test_launch_grid_covers_ragged_shapes():
                 assert grid[0] * cfg.bn >= n and grid[1] * cfg.bm >= m
                 assert (grid[0] - 1) * cfg.bn < n and (grid[1] - 1) * cfg.bm < m
     # a split-tail configuration numbers its tiles along x alone
-    assert simt.launch_grid(7, simt.RUNG7.replace(split_tail=True), 4095, 129) == ((32 * 3,), (128,))
+    assert simt.launch_grid(7, simt.RUNG7, 4095, 129) == ((32 * 3,), (128,))
 
 
 def test_launch_grid_rejects_too_tall():
@@ -84,7 +84,7 @@ def test_fragment_prefetch_needs_the_cp_async_pipeline():
 
 
 def test_tail_split():
-    from numba_tc.schedule import cdiv, tail_split
+    from numba_tc.schedule import tail_split
     # 4096^3 in 128x64 tiles on 132 SMs x 3: 2048 = 5 x 396 + 68 tiles; 68 x 5 parts of 52 K tiles
     assert tail_split(2048, 396, 256) == (1980, 5, 52)
     assert tail_split(792, 396, 256) == (792, 1, 256)      # whole waves: nothing to split

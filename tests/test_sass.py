@@ -2,7 +2,7 @@
 import re
 
 import pytest
-from numba import float32, int64
+from numba import float32
 
 from numba_tc import simt
 from numba_tc.sass import compile_cubin
