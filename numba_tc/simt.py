@@ -220,18 +220,17 @@ def _store_row(r, pC, ldc, M, N, acc, mb, nb, WMITER, WSUBM, TM, WNITER, WSUBN, 
         for j in range(WNITER):
             n = nb + j * WSUBN
             a0 = r * NJ + j * TN
-            if add:
-                for q in range(TN):
-                    if n + q < N:
-                        red_add_f32(pC, m * ldc + n + q, acc[a0 + q])
-            elif TN % 4 == 0 and vec_ok and n + TN <= N:
+            if TN % 4 == 0 and vec_ok and not add and n + TN <= N:
                 for q in range(TN // 4):
                     a4 = a0 + 4 * q
                     store_f32x4(pC, m * ldc + n + 4 * q, acc[a4], acc[a4 + 1], acc[a4 + 2], acc[a4 + 3])
             else:
                 for q in range(TN):
                     if n + q < N:
-                        pC[m * ldc + n + q] = acc[a0 + q]
+                        if add:
+                            red_add_f32(pC, m * ldc + n + q, acc[a0 + q])
+                        else:
+                            pC[m * ldc + n + q] = acc[a0 + q]
 
 
 # The thread's accumulators to C, row by row, skipping rows/columns past M/N (STG.128 when aligned
@@ -444,8 +443,7 @@ def _launch_tiled(rung, cfg):
             return
         if slots is None and not SIMULATOR:
             from .link import resident_blocks, sm_count
-            sig = tuple(k.typeof_pyval(x) for x in args) + (int64,) * 4      # + the tile arguments
-            slots = sm_count() * resident_blocks(k, sig, cfg.threads)
+            slots = sm_count() * resident_blocks(k, SIGNATURE, cfg.threads)
         grid, tiling = tiled_plan(cfg, c.rows, c.cols, a.cols, slots or 0)
         gn, whole, parts, _ = tiling
         if parts > 1:        # split tiles are sums of atomic adds: zero their rows of C first
