@@ -79,6 +79,10 @@ WGMMA = [
     dict(tma_store=True, group_m=16),
     dict(tma_store=True, group_m=4),
     dict(tma_store=True, regs=(24, 240)),
+    # session 8, with the balanced persistent grid: the output-box ring, 3 stages against 4
+    dict(tma_store=True, max_stages=3, epi_boxes=4),
+    dict(tma_store=True, epi_boxes=1),
+    dict(cluster=2, tma_store=True, max_stages=3, epi_boxes=4),
 ]
 LADDERS = {"simt": (SimtConfig, SIMT_BASE, SIMT, lambda cfg: simt._launch_tiled(7, cfg), ("float32",), (3, 5)),
            "mma": (MmaConfig, MMA_BASE, MMA, tensorcore._launch_tiled, ("float16", "bfloat16", "tf32"), (8, 0)),

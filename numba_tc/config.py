@@ -249,6 +249,7 @@ class WgmmaConfig:
     persistent: bool = False        # rung 5: one block per SM walks the tiles
     cluster: int = 1                # rung 6: blocks per cluster along M, sharing B by TMA multicast
     tma_store: bool = False         # rung 7: epilogue staged in shared memory, written by TMA
+    epi_boxes: int = 2              # 8 KiB output boxes per consumer in that ring (2: double buffer)
     group_m: int = 8                # tile order: groups of group_m block rows share B tiles in L2
     max_stages: int = 6
     min_blocks: int = 1
@@ -280,8 +281,9 @@ class WgmmaConfig:
 
     @property
     def epilogue_bytes(self) -> int:
-        """Two 64-row x 128-byte output boxes per consumer (one filling while TMA stores the other)."""
-        return self.consumers * 2 * 8192 if self.tma_store else 0
+        """``epi_boxes`` 64-row x 128-byte output boxes per consumer (a ring: some fill while TMA
+        stores the others)."""
+        return self.consumers * self.epi_boxes * 8192 if self.tma_store else 0
 
     @property
     def stages(self) -> int:
@@ -319,6 +321,7 @@ class WgmmaConfig:
         _need(self.cluster in (1, 2), f"cluster={self.cluster}: 1 or 2 blocks")
         _need(self.cluster == 1 or self.producer, "clusters build on the producer warpgroup")
         _need(not self.tma_store or self.producer, "the TMA-store epilogue builds on the producer warpgroup")
+        _need(self.epi_boxes in (1, 2, 4, 8), f"epi_boxes={self.epi_boxes}: 1, 2, 4 or 8 output boxes")
         _need(self.min_blocks >= 1 and self.min_blocks * self.threads <= 2048,
               f"min_blocks={self.min_blocks} x {self.threads} threads exceeds 2048 threads per SM")
         _need(self.group_m >= 1, "group_m must be >= 1")

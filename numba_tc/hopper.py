@@ -48,7 +48,7 @@ from .link import (cluster_ctarank, cluster_sync, fence_proxy_async, mbar_arrive
                    tma_load_2d_multicast, tma_prefetch_map, tma_requirements, tma_rows_fast, tma_store_2d,
                    tma_store_commit, tma_store_wait_all, tma_store_wait_read, wgmma_commit,
                    wgmma_fence, wgmma_m64n64k16, wgmma_m64n128k16, wgmma_m64n256k16, wgmma_wait)
-from .schedule import cdiv, tile_origin
+from .schedule import balanced_workers, cdiv, tile_origin
 from .tensorcore import OUT_KIND, store_fragments
 
 __all__ = ["RUNGS", "wgmma_kernel", "SIGNATURE", "KIND"]
@@ -135,14 +135,14 @@ _stage_frags = unrolled(_stage_frag, 8)
 
 
 @device
-def _store_box(t, acc, tmc, buf0, nbox, row0, col0, tw, lane, BN, NBOX, COLS, OUT_ITEM, OUT_K, BAR):
+def _store_box(t, acc, tmc, buf0, nbox, row0, col0, tw, lane, BN, NBOX, COLS, OUT_ITEM, OUT_K, BAR, EB):
     """Output box t of this warpgroup (m64 block t // NBOX, 128-byte column block t % NBOX):
-    registers -> shared box (double-buffered) -> one TMA store, which clips at C's edges."""
+    registers -> shared box (a ring of EB) -> one TMA store, which clips at C's edges."""
     mi = t // NBOX
     bx = t - mi * NBOX
-    buf = buf0 + ((nbox + t) & 1) * 8192
+    buf = buf0 + ((nbox + t) & (EB - 1)) * 8192
     if tw == 0:
-        tma_store_wait_read(1)                 # the store that used this buffer has read it
+        tma_store_wait_read(EB - 1)            # the store that used this buffer has read it
     named_barrier(BAR, 128)
     _stage_frags(COLS // 8, acc, mi * (BN // 2) + bx * (COLS // 2), buf, 16 * (tw >> 5), lane, OUT_ITEM, OUT_K)
     fence_proxy_async()                        # generic-proxy writes before the async-proxy read
@@ -205,6 +205,7 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
     COLS = 128 // OUT_ITEM                      # columns of one 128-byte output box
     NBOX = BN // COLS
     EPI = cfg.epilogue_bytes
+    EB = cfg.epi_boxes
     NT = cfg.threads
     EMPTY_ARRIVALS = CONS * 4 * CL              # lane 0 of every consumer warp of the cluster
 
@@ -301,8 +302,8 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
                 if lane == 0:
                     _release(bars + 8 * (S + prev), CL)
                 if TMA_C:
-                    _store_boxes(MI * NBOX, acc, TMC, ebase + wg * 16384, nbox, bm0 + a_row0, bn0, tw,
-                                 lane, BN, NBOX, COLS, OUT_ITEM, OUT_K, 1 + wg)
+                    _store_boxes(MI * NBOX, acc, TMC, ebase + wg * (EB * 8192), nbox, bm0 + a_row0, bn0, tw,
+                                 lane, BN, NBOX, COLS, OUT_ITEM, OUT_K, 1 + wg, EB)
                     nbox += MI * NBOX
                 else:
                     store_fragments(MI * NI, C, ldc, M, N, acc, bm0 + m_warp, bn0, lane, NI, 64, OUT_ITEM, OUT_K, vc)
@@ -356,13 +357,15 @@ def operand_maps(cfg: WgmmaConfig, a, b):
 
 def grid_size(cfg: WgmmaConfig, m: int, n: int, resident: int = 0) -> int:
     """Blocks to launch: one per tile (tiles of a cluster padded to whole clusters), or, when
-    persistent, ``resident`` blocks (as many whole clusters as can run at once; default one
-    block per SM)."""
+    persistent, as many whole clusters as take the tiles in the fewest rounds, each the same
+    number of tiles (``schedule.balanced_workers``) out of the ``resident`` blocks that fit
+    at once (default one block per SM)."""
     from .link import sm_count
     cl = cfg.cluster
     tiles = cdiv(cdiv(m, cfg.bm), cl) * cl * cdiv(n, cfg.bn)
     if cfg.persistent:
-        return min(tiles, resident or (sm_count() * cfg.min_blocks) // cl * cl)
+        slots = (resident or sm_count() * cfg.min_blocks) // cl
+        return balanced_workers(tiles // cl, slots) * cl
     return tiles
 
 

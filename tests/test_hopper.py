@@ -81,11 +81,14 @@ def test_wgmma_config_rules():
     assert cfg.smem_bytes <= 227 * 1024
     with_store = cfg.replace(tma_store=True)
     assert with_store.smem_bytes <= 227 * 1024 and with_store.epilogue_bytes == 2 * 2 * 8192
+    ring4 = with_store.replace(epi_boxes=4)             # a longer output ring costs a stage
+    assert ring4.epilogue_bytes == 2 * 4 * 8192 and ring4.stages == 3 and ring4.smem_bytes <= 227 * 1024
     for bad, words in [(dict(bn=96), "one of"), (dict(bm=96), "multiple of 64"),
                        (dict(consumers=1), "accumulators per thread"),
                        (dict(producer=False), "needs producer"), (dict(regs=(44, 232)), "multiples of 8"),
                        (dict(bm=192, consumers=3, regs=(24, 152)), "too few for 128 accumulators"),
-                       (dict(cluster=3), "1 or 2"), (dict(bm=512), "at most 256 rows")]:
+                       (dict(cluster=3), "1 or 2"), (dict(bm=512), "at most 256 rows"),
+                       (dict(epi_boxes=3), "1, 2, 4 or 8")]:
         with pytest.raises(ConfigError, match=words):
             cfg.replace(**bad)
 
@@ -108,9 +111,13 @@ def test_grids_and_operand_maps(monkeypatch):
     from numba_tc.arrays import Matrix
     monkeypatch.setattr(link, "sm_count", lambda: 132)
     assert hopper.grid_size(hopper.RUNG3, 1000, 1000) == 8 * 4
-    assert hopper.grid_size(hopper.RUNG5, 8192, 8192) == 132
+    assert hopper.grid_size(hopper.RUNG5, 8192, 8192) == 128          # 2048 tiles: 16 each
+    assert hopper.grid_size(hopper.RUNG5, 8000, 8192) == 126          # 2016 tiles: 16 each
+    assert hopper.grid_size(hopper.RUNG5, 8192, 8448) == 132          # 2112 tiles: 16 each
+    assert hopper.grid_size(hopper.RUNG5, 1000, 1000) == 32           # fewer tiles than SMs
     assert hopper.grid_size(hopper.RUNG6, 200, 256) == 2              # a padded cluster
-    assert hopper.grid_size(hopper.RUNG6, 8192, 8192, resident=120) == 120
+    assert hopper.grid_size(hopper.RUNG6, 8192, 8192, resident=120) == 114   # 1024 / 60: 18 rounds
+    assert hopper.grid_size(hopper.RUNG6, 4096, 4096, resident=132) == 128   # 256 / 66: 4 rounds
     calls = []
     monkeypatch.setattr(link, "tensor_map", lambda *a: calls.append(a) or len(calls))
     a = Matrix(None, 300, 200, 200, False, "bfloat16", 4096)          # row-major A: k-major

@@ -73,6 +73,14 @@ def test_hopper_alternative_configs(cfg):
     assert not any("MEMBAR.ALL.GPU" in l for l in _main_loop(c))
 
 
+@pytest.mark.parametrize("boxes", [1, 4])
+def test_output_box_ring(boxes):
+    # a box is rewritten only once the TMA store that used it EB boxes ago has read it
+    c = _compile(hopper.RUNG7.replace(epi_boxes=boxes, max_stages=3))
+    assert c.local_memory_ops == 0 and c.count("UTMASTG") > 0
+    assert f"DEPBAR.LE SB0, 0x{boxes - 1} ;" in c.sass
+
+
 def test_wgmma_needs_sm90a():
     with pytest.raises(RuntimeError, match="nvJitLink failed for sm_90"):
         _compile(hopper.RUNG1, cc=(9, 0))

@@ -85,10 +85,18 @@ extern "C" __device__ int tma_store_commit(int* ret) {
     asm volatile("cp.async.bulk.commit_group;" ::: "memory");
     return 0;
 }
-// Wait until at most n (0 or 1) of this thread's bulk store groups still read shared memory.
+// Wait until at most n (0..7) of this thread's bulk store groups still read shared memory.
 extern "C" __device__ int tma_store_wait_read(int* ret, int n) {
-    if (n == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-    else asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+    switch (n) {
+        case 0: asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); break;
+        case 1: asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory"); break;
+        case 2: asm volatile("cp.async.bulk.wait_group.read 2;" ::: "memory"); break;
+        case 3: asm volatile("cp.async.bulk.wait_group.read 3;" ::: "memory"); break;
+        case 4: asm volatile("cp.async.bulk.wait_group.read 4;" ::: "memory"); break;
+        case 5: asm volatile("cp.async.bulk.wait_group.read 5;" ::: "memory"); break;
+        case 6: asm volatile("cp.async.bulk.wait_group.read 6;" ::: "memory"); break;
+        default: asm volatile("cp.async.bulk.wait_group.read 7;" ::: "memory"); break;
+    }
     return 0;
 }
 // Wait until this thread's bulk stores are complete (before the block exits).
