@@ -59,14 +59,23 @@ def get_variant(name: Union[str, Variant]) -> Variant:
         raise ValueError(f"unknown variant {name!r}; valid variants: {valid}") from None
 
 
+_CC: Dict[int, tuple] = {}
+
+
 def device_capability():
     """Compute capability of the current GPU, or NoGPUError (the simulator counts as a GPU)."""
     from numba import cuda
-    if not SIMULATOR and not cuda.is_available():
+    if SIMULATOR:
+        return tuple(cuda.get_current_device().compute_capability)
+    if not cuda.is_available():
         raise NoGPUError("no CUDA GPU is available (numba.cuda.is_available() is False). "
                          "Set NUMBA_ENABLE_CUDASIM=1 to run the SIMT ladder in Numba's simulator "
                          "(slow; tiny shapes), or run `python -m numba_tc` for the demo.")
-    return tuple(cuda.get_current_device().compute_capability)
+    from .link import current_device_id
+    d = current_device_id()
+    if d not in _CC:
+        _CC[d] = tuple(cuda.get_current_device().compute_capability)
+    return _CC[d]
 
 
 def _runs_here(v: Variant, cc) -> bool:

@@ -52,7 +52,7 @@ def array_kind(x) -> str:
 
 @dataclass
 class Matrix:
-    data: Any              # flat 1-D Numba device array over the operand's memory
+    data: Any              # flat 1-D Numba device array over the operand's memory, or None: see flat()
     rows: int
     cols: int
     ld: int
@@ -75,12 +75,27 @@ class Matrix:
         """Adjacent columns can be written as one 2-element store (C's paired epilogue stores)."""
         return self.ptr % (2 * self.itemsize) == 0 and self.ld % 2 == 0
 
+    @property
+    def extent(self) -> int:
+        """Elements from the operand's first to its last (the span a flat view covers)."""
+        if self.rows == 0 or self.cols == 0:
+            return 0
+        return (self.cols - 1) * self.ld + self.rows if self.trans else (self.rows - 1) * self.ld + self.cols
+
+    def flat(self):
+        """The flat 1-D Numba device array over the operand's memory (the SIMT kernels' argument),
+        made on first use: a Numba array costs more host time than a launch, and the tensor-core
+        kernels take pointers only."""
+        if self.data is None:
+            self.data = _flat_view(self.ptr, self.extent, _TYPESTR[self.dtype], self.owner)
+        return self.data
+
     def overlaps(self, other: "Matrix") -> bool:
         """Whether the memory spans of two operands intersect."""
-        if self.data.size == 0 or other.data.size == 0:
+        if self.extent == 0 or other.extent == 0:
             return False
-        return (self.ptr < other.ptr + other.data.size * other.itemsize
-                and other.ptr < self.ptr + self.data.size * self.itemsize)
+        return (self.ptr < other.ptr + other.extent * other.itemsize
+                and other.ptr < self.ptr + self.extent * self.itemsize)
 
     def transposed(self) -> "Matrix":
         """The same memory read as the transpose (cols x rows)."""
@@ -165,13 +180,11 @@ def as_matrix(x, name: str, stream=0, raw_bf16: bool = False) -> Matrix:
         ptr = dev._ary.ctypes.data if SIMULATOR else dev.device_ctypes_pointer.value
         return Matrix(dev, rows, cols, ld, trans, dtype, ptr, dev)
     trans, ld = _layout((rows, cols), strides, name)
-    extent = 0 if rows == 0 or cols == 0 else ((cols - 1) * ld + rows if trans else (rows - 1) * ld + cols)
+    m = Matrix(None, rows, cols, ld, trans, dtype, ptr, x)
     if SIMULATOR:
         h = x._ary if kind == "numba" else np.asarray(x)
-        data = np.lib.stride_tricks.as_strided(h, shape=(extent,), strides=(h.itemsize,))
-    else:
-        data = _flat_view(ptr, extent, _TYPESTR[dtype], x)
-    return Matrix(data, rows, cols, ld, trans, dtype, ptr, x)
+        m.data = np.lib.stride_tricks.as_strided(h, shape=(m.extent,), strides=(h.itemsize,))
+    return m
 
 
 def new_like(kind: str, like, rows: int, cols: int, dtype: str, stream=0):

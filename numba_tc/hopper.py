@@ -381,7 +381,7 @@ def output_map(cfg: WgmmaConfig, c):
 def _launch(*cfgs: WgmmaConfig):
     """A rung's launcher: its configuration (of several, the one ``pick_config`` chooses for the
     problem), tensor maps and grid."""
-    from .link import enable_dynamic_smem, launch_cluster, max_active_clusters, sm_count
+    from .link import enable_dynamic_smem, launch_ex, max_active_clusters, sm_count
 
     def launch(a, b, c, stream):
         cfg = cfgs[0]
@@ -397,10 +397,7 @@ def _launch(*cfgs: WgmmaConfig):
         if cfg.cluster > 1 and cfg.persistent:
             resident = cfg.cluster * max_active_clusters(k, SIGNATURE, cfg.threads, cfg.smem_bytes, cfg.cluster)
         grid = grid_size(cfg, c.rows, c.cols, resident)
-        if cfg.cluster > 1:
-            launch_cluster(k, SIGNATURE, grid, cfg.threads, cfg.smem_bytes, stream, cfg.cluster, args)
-        else:
-            k[grid, cfg.threads, stream, cfg.smem_bytes](*args)
+        launch_ex(k, SIGNATURE, grid, cfg.threads, cfg.smem_bytes, stream, cfg.cluster, args)
     launch.config = cfgs[0]
     return launch
 

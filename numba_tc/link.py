@@ -29,7 +29,7 @@ from numba import config, cuda, types
 __all__ = ["SIMULATOR", "PTX_DIR", "ptx_source", "ptr", "load_f32x4", "store_f32x4", "red_add_f32",
            "ldg_f32x4", "stg_f32x4", "MMA_SIGNATURES", "HOPPER_SIGNATURES", "kernel_handle",
            "enable_dynamic_smem", "tma_requirements", "tma_rows_fast", "encode_tensor_map", "tensor_map", "sm_count",
-           "launch_cluster", "max_active_clusters", "resident_blocks"]
+           "launch_ex", "max_active_clusters", "resident_blocks", "current_device_id"]
 
 SIMULATOR = bool(config.ENABLE_CUDASIM)
 PTX_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ptx")
@@ -228,10 +228,10 @@ def enable_dynamic_smem(dispatcher, sig, nbytes: int) -> None:
     explicit opt-in: cuKernelSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)). Once per kernel and device."""
     if SIMULATOR or nbytes <= 48 * 1024:
         return
-    dev = cuda.get_current_device()
-    key = (id(dispatcher), dev.id, nbytes)
+    key = (id(dispatcher), current_device_id(), nbytes)
     if key in _SMEM_READY:
         return
+    dev = cuda.get_current_device()
     optin = dev.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
     if nbytes > optin:
         from .api import UnsupportedDeviceError
@@ -250,7 +250,7 @@ def enable_dynamic_smem(dispatcher, sig, nbytes: int) -> None:
 # ---------------------------------------------------------------------------------------------
 _TMAP_DTYPES = {"float16": "FLOAT16", "bfloat16": "BFLOAT16", "float32": "FLOAT32"}
 _TMAP_SWIZZLE = {0: "NONE", 32: "32B", 64: "64B", 128: "128B"}
-_TMAPS: OrderedDict = OrderedDict()    # (device, arguments) -> device array of the map
+_TMAPS: OrderedDict = OrderedDict()    # (device, arguments) -> (address, device array) of the map
 TMAP_CACHE_SIZE = 256
 
 
@@ -307,22 +307,38 @@ def tensor_map(ptr: int, dtype: str, cols: int, rows: int, ld: int, box_cols: in
     """Device address of the tensor map for these arguments (see ``encode_tensor_map``), kept in
     global memory and cached by its arguments: a map depends on nothing else, so a later matrix
     at the same address and shape reuses it. The least recently used of ``TMAP_CACHE_SIZE`` go."""
-    key = (cuda.get_current_device().id, ptr, dtype, cols, rows, ld, box_cols, box_rows, swizzle)
+    key = (current_device_id(), ptr, dtype, cols, rows, ld, box_cols, box_rows, swizzle)
     hit = _TMAPS.get(key)
     if hit is None:
         words = encode_tensor_map(ptr, dtype, cols, rows, ld, box_cols, box_rows, swizzle)
-        hit = cuda.to_device(words)           # synchronous: ready before any later launch
-        _TMAPS[key] = hit
+        dev = cuda.to_device(words)           # synchronous: ready before any later launch
+        hit = _TMAPS[key] = (dev.device_ctypes_pointer.value, dev)
         if len(_TMAPS) > TMAP_CACHE_SIZE:
             _TMAPS.popitem(last=False)
     else:
         _TMAPS.move_to_end(key)
-    return hit.device_ctypes_pointer.value
+    return hit[0]
+
+
+def current_device_id() -> int:
+    """Ordinal of the current context's GPU, asked of the driver (cuCtxGetDevice): Numba's
+    get_current_device costs several context lookups, and a launch needs the answer often."""
+    from cuda.bindings import driver as cu
+    err, dev = cu.cuCtxGetDevice()
+    if err != cu.CUresult.CUDA_SUCCESS:         # no current context yet: Numba makes one
+        return cuda.get_current_device().id
+    return int(dev)
+
+
+_SMS: dict = {}
 
 
 def sm_count() -> int:
     """Streaming multiprocessors of the current GPU (the size of a persistent grid)."""
-    return cuda.get_current_device().MULTIPROCESSOR_COUNT
+    d = current_device_id()
+    if d not in _SMS:
+        _SMS[d] = cuda.get_current_device().MULTIPROCESSOR_COUNT
+    return _SMS[d]
 
 
 def _launch_config(grid: int, block: int, smem: int, stream_handle: int, cluster: int):
@@ -332,18 +348,29 @@ def _launch_config(grid: int, block: int, smem: int, stream_handle: int, cluster
     cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = block, 1, 1
     cfg.sharedMemBytes = smem
     cfg.hStream = cu.CUstream(stream_handle)
-    attr = cu.CUlaunchAttribute()
-    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster, 1, 1
-    cfg.attrs = [attr]
-    cfg.numAttrs = 1
+    if cluster > 1:
+        attr = cu.CUlaunchAttribute()
+        attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster, 1, 1
+        cfg.attrs = [attr]
+        cfg.numAttrs = 1
     return cfg
 
 
+_FUNCS: dict = {}
+
+
 def _cufunction(dispatcher, sig):
+    """The kernel's CUfunction in the current context, cached by (kernel, signature, context):
+    asking Numba (``kernel_handle``) costs several context lookups per launch."""
     from cuda.bindings import driver as cu
-    h = kernel_handle(dispatcher, sig)
-    return h if isinstance(h, cu.CUfunction) else cu.CUfunction(int(h))
+    err, ctx = cu.cuCtxGetCurrent()
+    key = (id(dispatcher), tuple(sig), int(ctx) if err == cu.CUresult.CUDA_SUCCESS else -1)
+    hit = _FUNCS.get(key)
+    if hit is None:
+        h = kernel_handle(dispatcher, sig)
+        hit = _FUNCS[key] = (h if isinstance(h, cu.CUfunction) else cu.CUfunction(int(h)), dispatcher)
+    return hit[0]
 
 
 _CLUSTERS: dict = {}
@@ -353,7 +380,7 @@ _RESIDENT: dict = {}
 def resident_blocks(dispatcher, sig, block: int, smem: int = 0) -> int:
     """Blocks of this kernel one SM holds at once (cuOccupancyMaxActiveBlocksPerMultiprocessor:
     registers, shared memory and threads as compiled), so a grid's waves can be counted."""
-    key = (id(dispatcher), tuple(sig), cuda.get_current_device().id, block, smem)
+    key = (id(dispatcher), tuple(sig), current_device_id(), block, smem)
     if key not in _RESIDENT:
         from cuda.bindings import driver as cu
         err, n = cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(_cufunction(dispatcher, sig), block, smem)
@@ -368,7 +395,7 @@ def max_active_clusters(dispatcher, sig, block: int, smem: int, cluster: int) ->
     Not sm_count / cluster: a cluster must fit inside one GPC, and the H100's GPCs have uneven
     numbers of free SMs, so a persistent grid sized by SM count would leave clusters for a
     second wave."""
-    key = (id(dispatcher), cuda.get_current_device().id, block, smem, cluster)
+    key = (id(dispatcher), current_device_id(), block, smem, cluster)
     if key not in _CLUSTERS:
         from cuda.bindings import driver as cu
         cfg = _launch_config(cluster, block, smem, 0, cluster)
@@ -379,10 +406,11 @@ def max_active_clusters(dispatcher, sig, block: int, smem: int, cluster: int) ->
     return _CLUSTERS[key][0]
 
 
-def launch_cluster(dispatcher, sig, grid: int, block: int, smem: int, stream, cluster: int, args) -> None:
-    """Launch a compiled Numba kernel as thread-block clusters of ``cluster`` blocks along x
-    (cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION; Numba's launcher has no cluster
-    option). ``args`` are int64 values, matching a kernel signature of int64 parameters only."""
+def launch_ex(dispatcher, sig, grid: int, block: int, smem: int, stream, cluster: int, args) -> None:
+    """Launch a compiled Numba kernel through the driver (cuLaunchKernelEx), as thread-block
+    clusters of ``cluster`` blocks along x when ``cluster`` > 1 (CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    Numba's launcher has no cluster option, and its argument preparation costs more host time
+    than this whole call). ``args`` are int64 values, matching a signature of int64 parameters."""
     import ctypes
     from cuda.bindings import driver as cu
     if grid % cluster:
@@ -393,4 +421,4 @@ def launch_cluster(dispatcher, sig, grid: int, block: int, smem: int, stream, cl
     ptrs = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
     err, = cu.cuLaunchKernelEx(cfg, _cufunction(dispatcher, sig), ctypes.addressof(ptrs), 0)
     if err != cu.CUresult.CUDA_SUCCESS:
-        raise RuntimeError(f"cuLaunchKernelEx (cluster {cluster}) failed: {err}")
+        raise RuntimeError(f"cuLaunchKernelEx (grid {grid}, cluster {cluster}) failed: {err}")

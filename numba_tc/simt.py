@@ -401,7 +401,7 @@ def launch_grid(rung: int, cfg, m: int, n: int):
 
 
 def _args(a, b, c):
-    return (a.data, b.data, c.data, c.rows, c.cols, a.cols, a.ld, b.ld, c.ld)
+    return (a.flat(), b.flat(), c.flat(), c.rows, c.cols, a.cols, a.ld, b.ld, c.ld)
 
 
 def _launch_untiled(rung, factory):
@@ -449,7 +449,7 @@ def _launch_tiled(rung, cfg):
         if parts > 1:        # split tiles are sums of atomic adds: zero their rows of C first
             row0 = whole // gn * cfg.bm
             n_zero = (c.rows - row0) * c.cols
-            _zero_kernel()[cdiv(n_zero, 256), 256, stream](c.data, row0, c.rows - row0, c.cols, c.ld)
+            _zero_kernel()[cdiv(n_zero, 256), 256, stream](c.flat(), row0, c.rows - row0, c.cols, c.ld)
         k[grid, cfg.threads, stream](*args, *tiling)
     launch.config = cfg
     return launch

@@ -136,10 +136,19 @@ def test_dtype_names():
 
 
 def test_overlap_detection():
-    class Span:                    # stands in for the flat device array (only .size is read)
-        def __init__(self, n):
-            self.size = n
-    a = arrays.Matrix(Span(100), 10, 10, 10, False, "float32", 1000)
-    assert a.overlaps(arrays.Matrix(Span(10), 1, 10, 10, False, "float32", 1396))      # last row
-    assert not a.overlaps(arrays.Matrix(Span(10), 1, 10, 10, False, "float32", 1400))  # just past
-    assert not a.overlaps(arrays.Matrix(Span(0), 0, 0, 1, False, "float32", 1000))
+    a = arrays.Matrix(None, 10, 10, 10, False, "float32", 1000)
+    assert a.extent == 100 and a.transposed().extent == 100
+    assert a.overlaps(arrays.Matrix(None, 1, 10, 10, False, "float32", 1396))      # last row
+    assert not a.overlaps(arrays.Matrix(None, 1, 10, 10, False, "float32", 1400))  # just past
+    assert not a.overlaps(arrays.Matrix(None, 0, 0, 1, False, "float32", 1000))
+    assert arrays.Matrix(None, 3, 4, 7, True, "float32", 0).extent == 3 * 7 + 3   # column-major
+
+
+@pytest.mark.skipif(SIM, reason="under the simulator the flat view is a NumPy view, made at once")
+def test_operands_get_no_numba_array_until_a_kernel_needs_one():
+    class Foreign:                 # a CuPy-like array: only its interface is read
+        __cuda_array_interface__ = {"shape": (6, 4), "strides": (2, 12), "typestr": "<f2",
+                                    "data": (4096, False), "version": 3}
+    m = arrays.as_matrix(Foreign(), "a")
+    assert (m.rows, m.cols, m.ld, m.trans, m.dtype, m.ptr) == (6, 4, 6, True, "float16", 4096)
+    assert m.data is None and m.extent == 24
