@@ -181,8 +181,9 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
     kind = array_kind(a)
     if array_kind(b) != kind:
         raise TypeError(f"a and b must be the same kind of array, got {kind} and {array_kind(b)}")
-    _, sa, _, da, _ = arrays._describe(a, "a")
-    _, sb, _, db, _ = arrays._describe(b, "b")
+    desc_a, desc_b = arrays._describe(a, "a"), arrays._describe(b, "b")
+    _, sa, _, da, _ = desc_a
+    _, sb, _, db, _ = desc_b
     for name, s in (("a", sa), ("b", sb)):
         if len(s) != 2:
             raise ValueError(f"{name} must be 2-D, got {len(s)}-D with shape {tuple(s)}")
@@ -196,7 +197,8 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
     if out is not None:
         if array_kind(out) != kind:
             raise TypeError(f"out must be a {kind} array like a and b, got {array_kind(out)}")
-        _, so, _, do, _ = arrays._describe(out, "out")
+        desc_out = arrays._describe(out, "out")
+        _, so, _, do, _ = desc_out
         if tuple(so) != (m, n):
             raise ValueError(f"out has shape {tuple(so)}, expected {(m, n)}")
         if out_dtype is not None and dtype_name(out_dtype) != do:
@@ -228,8 +230,9 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
         if k == 0:
             _zero_fill(result, kind)
             return result
-        c = as_matrix(result, "out")
-    A, B = as_matrix(a, "a", stream=st), as_matrix(b, "b", stream=st)
+        c = as_matrix(result, "out", described=desc_out if out is not None else None)
+    A = as_matrix(a, "a", stream=st, described=desc_a)
+    B = as_matrix(b, "b", stream=st, described=desc_b)
     if kind != "numpy" and (c.overlaps(A) or c.overlaps(B)):
         raise ValueError("out overlaps a or b: the result would overwrite its own inputs")
     if c.trans:          # column-major output: C^T = B^T A^T, written row-major

@@ -23,16 +23,28 @@ __all__ = ["Matrix", "as_matrix", "array_kind", "dtype_name", "SUPPORTED_DTYPES"
 SUPPORTED_DTYPES = ("float32", "float16", "bfloat16")
 
 
+_DTYPE_NAMES: dict = {}
+
+
 def dtype_name(dt) -> str:
     """Canonical dtype name: 'float32', 'float16', 'bfloat16' (ml_dtypes / torch), else str(dt)."""
     try:
-        return np.dtype(dt).name          # NumPy types and names, ml_dtypes.bfloat16
-    except TypeError:
+        return _DTYPE_NAMES[dt]
+    except (KeyError, TypeError):
         pass
-    s = str(dt)
-    if s.startswith("torch."):
-        s = s[len("torch."):]
-    return {"float": "float32", "half": "float16"}.get(s, s)
+    try:
+        name = np.dtype(dt).name          # NumPy types and names, ml_dtypes.bfloat16
+    except TypeError:
+        s = str(dt)
+        if s.startswith("torch."):
+            s = s[len("torch."):]
+        name = {"float": "float32", "half": "float16"}.get(s, s)
+    try:
+        if len(_DTYPE_NAMES) < 64:
+            _DTYPE_NAMES[dt] = name
+    except TypeError:                      # unhashable
+        pass
+    return name
 
 
 def array_kind(x) -> str:
@@ -153,11 +165,12 @@ def _describe(x, name: str):
     return kind, shape, strides, dtype_name(dt), iface["data"][0]
 
 
-def as_matrix(x, name: str, stream=0, raw_bf16: bool = False) -> Matrix:
+def as_matrix(x, name: str, stream=0, raw_bf16: bool = False, described=None) -> Matrix:
     """Normalise one operand. NumPy arrays are copied to the device (``Matrix.owner`` keeps the
     device copy). ``raw_bf16``: x is a uint16 device array holding bfloat16 words (Numba has no
-    bfloat16 arrays; api.gemm allocates one for a NumPy bfloat16 result)."""
-    kind, shape, strides, dtype, ptr = _describe(x, name)
+    bfloat16 arrays; api.gemm allocates one for a NumPy bfloat16 result). ``described``: what
+    ``_describe(x, name)`` returned, if the caller has it already."""
+    kind, shape, strides, dtype, ptr = described or _describe(x, name)
     if raw_bf16 and dtype == "uint16":
         dtype = "bfloat16"
     if len(shape) != 2:

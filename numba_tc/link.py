@@ -406,17 +406,25 @@ def max_active_clusters(dispatcher, sig, block: int, smem: int, cluster: int) ->
     return _CLUSTERS[key][0]
 
 
+_CONFIGS: dict = {}
+
+
 def launch_ex(dispatcher, sig, grid: int, block: int, smem: int, stream, cluster: int, args) -> None:
     """Launch a compiled Numba kernel through the driver (cuLaunchKernelEx), as thread-block
     clusters of ``cluster`` blocks along x when ``cluster`` > 1 (CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    Numba's launcher has no cluster option, and its argument preparation costs more host time
-    than this whole call). ``args`` are int64 values, matching a signature of int64 parameters."""
+    Numba's launcher has no cluster option, and it prepares every argument on every call).
+    ``args`` are int64 values, matching a signature of int64 parameters."""
     import ctypes
     from cuda.bindings import driver as cu
     if grid % cluster:
         raise ValueError(f"grid {grid} is not a multiple of the cluster size {cluster}")
     h = stream.handle                    # a ctypes c_void_p or a cuda.bindings CUstream
-    cfg = _launch_config(grid, block, smem, int(getattr(h, "value", h) or 0), cluster)
+    key = (grid, block, smem, int(getattr(h, "value", h) or 0), cluster)
+    cfg = _CONFIGS.get(key)
+    if cfg is None:                      # (cuda.bindings builds one in Python: reuse it)
+        if len(_CONFIGS) > 256:
+            _CONFIGS.clear()
+        cfg = _CONFIGS[key] = _launch_config(*key)
     values = [ctypes.c_int64(int(a)) for a in args]
     ptrs = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
     err, = cu.cuLaunchKernelEx(cfg, _cufunction(dispatcher, sig), ctypes.addressof(ptrs), 0)
