@@ -286,11 +286,11 @@ def _key(r: dict):
 
 
 def merge_records(path: str, new: List[Record]) -> List[dict]:
-    """Add records to the JSON file at ``path``, replacing older ones of the same
-    (variant, dtype, m, n, k, layout, device)."""
+    """Add records (``Record``s, or dicts as loaded from another run's JSON) to the JSON file at
+    ``path``, replacing older ones of the same (variant, dtype, m, n, k, layout, device)."""
     rows = {_key(r): r for r in load_records(path)}
     for r in new:
-        d = asdict(r)
+        d = r if isinstance(r, dict) else asdict(r)
         rows[_key(d)] = d
     out = list(rows.values())
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

@@ -246,7 +246,7 @@ class WgmmaConfig:
     consumers: int = 1
     producer: bool = False          # rung 3: warp specialization
     regs: Tuple[int, int] = (0, 0)  # rung 4: setmaxnreg
-    persistent: bool = False        # rung 5: one block per SM walks the tiles
+    persistent: bool = False        # rung 5: at most one block per SM walks the tiles
     cluster: int = 1                # rung 6: blocks per cluster along M, sharing B by TMA multicast
     tma_store: bool = False         # rung 7: epilogue staged in shared memory, written by TMA
     epi_boxes: int = 2              # 8 KiB output boxes per consumer in that ring (2: double buffer)

@@ -13,8 +13,9 @@ by exactly their note:
    barrier per stage and release it on an *empty* one, keeping one wgmma group in flight. No
    block-wide barrier is left in the main loop.
 4. ``wgmma_regs``: ``setmaxnreg``: the producer gives its registers back, the consumers take them.
-5. ``wgmma_persistent``: one block per SM walks the tiles in grouped order; the producer fills the
-   ring for the next tile while the consumers write the last one out.
+5. ``wgmma_persistent``: persistent blocks walk the tiles in grouped order; the producer fills the
+   ring for the next tile while the consumers write the last one out. The grid is balanced: the
+   fewest blocks (at most one per SM) that take the tiles in as many rounds as every SM would.
 6. ``wgmma_cluster``: 2-CTA clusters along M; each CTA loads half of the B tile both need and TMA
    multicasts it, and consumers release a stage in both CTAs (remote mbarrier arrivals).
 7. ``hopper``: the epilogue goes through shared memory (128B-swizzled boxes, bank-conflict free)
@@ -436,8 +437,9 @@ RUNGS = [
     _variant("wgmma_ws", 3, RUNG3, "warp specialization: a producer warpgroup issues TMA, full/empty "
              "mbarriers per stage, one wgmma group kept in flight, no block barrier in the loop"),
     _variant("wgmma_regs", 4, RUNG4, "setmaxnreg: producer down to 40 registers, consumers up to 232"),
-    _variant("wgmma_persistent", 5, RUNG5, "persistent grid (one block per SM) walking tiles in "
-             "grouped order: the next tile's loads overlap this tile's epilogue"),
+    _variant("wgmma_persistent", 5, RUNG5, "persistent grid (at most one block per SM, each "
+             "taking the same number of tiles) walking tiles in grouped order: the next tile's loads "
+             "overlap this tile's epilogue"),
     _variant("wgmma_cluster", 6, RUNG6, "2-CTA clusters along M: each CTA loads half of the shared "
              "B tile and TMA multicasts it to both (half the B traffic from L2)"),
     _variant("hopper", 7, RUNG7_CONFIGS, "epilogue through shared memory: 128B-swizzled boxes written "
