@@ -1,8 +1,9 @@
 """Operands from any GPU array library, seen the way the kernels see them.
 
-A ``Matrix`` is a 2-D operand reduced to what a kernel needs: a flat 1-D Numba device array over
-its memory, (rows, cols), the leading dimension ``ld`` and ``trans`` (False: row-major, element
-(r, c) at ``r*ld + c``; True: column-major, at ``c*ld + r``). A transposed view is just the other
+A ``Matrix`` is a 2-D operand reduced to what a kernel needs: its device pointer, (rows, cols),
+the leading dimension ``ld`` and ``trans`` (False: row-major, element (r, c) at ``r*ld + c``;
+True: column-major, at ``c*ld + r``), and, made on first use, a flat 1-D Numba device array over
+its memory (``Matrix.flat``). A transposed view is just the other
 layout of the same memory, so it needs no copy.
 
 Accepted: NumPy arrays (copied to the GPU and back), Numba device arrays, and any object with
