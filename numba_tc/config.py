@@ -250,6 +250,7 @@ class WgmmaConfig:
     cluster: int = 1                # rung 6: blocks per cluster along M, sharing B by TMA multicast
     tma_store: bool = False         # rung 7: epilogue staged in shared memory, written by TMA
     epi_boxes: int = 2              # 8 KiB output boxes per consumer in that ring (2: double buffer)
+    stream_k: bool = False          # the last, partial round of tiles dealt out as runs of K slices
     group_m: int = 8                # tile order: groups of group_m block rows share B tiles in L2
     max_stages: int = 6
     min_blocks: int = 1
@@ -277,7 +278,7 @@ class WgmmaConfig:
 
     @property
     def barrier_bytes(self) -> int:
-        return 16 * self.max_stages          # a full and an empty mbarrier per stage
+        return 16 * self.max_stages + 16     # a full and an empty mbarrier per stage; a flag word
 
     @property
     def epilogue_bytes(self) -> int:
@@ -322,6 +323,7 @@ class WgmmaConfig:
         _need(self.cluster == 1 or self.producer, "clusters build on the producer warpgroup")
         _need(not self.tma_store or self.producer, "the TMA-store epilogue builds on the producer warpgroup")
         _need(self.epi_boxes in (1, 2, 4, 8), f"epi_boxes={self.epi_boxes}: 1, 2, 4 or 8 output boxes")
+        _need(not self.stream_k or self.persistent, "stream-K deals work out to a persistent grid")
         _need(self.min_blocks >= 1 and self.min_blocks * self.threads <= 2048,
               f"min_blocks={self.min_blocks} x {self.threads} threads exceeds 2048 threads per SM")
         _need(self.group_m >= 1, "group_m must be >= 1")

@@ -43,13 +43,14 @@ from . import layout
 from .config import Variant, WgmmaConfig
 from .jit import device, kernel, unrolled
 from .layout import c_fragment, chunk_offset, wgmma_desc, wgmma_operand_offset
-from .link import (cluster_ctarank, cluster_sync, fence_proxy_async, mbar_arrive, mbar_arrive_cluster,
-                   mbar_expect_tx, mbar_fence_init, mbar_init, mbar_wait, named_barrier, ptr,
-                   setmaxnreg_dec, setmaxnreg_inc, smem_addr, sts_out2, tma_load_2d,
+from .link import (add_partial4, atom_add_gpu, cluster_ctarank, cluster_sync, fence_gpu, fence_proxy_async,
+                   lds_u32, mbar_arrive, mbar_arrive_cluster, mbar_expect_tx, mbar_fence_init, mbar_init,
+                   mbar_wait, named_barrier, ptr, setmaxnreg_dec, setmaxnreg_inc, smem_addr, st_gpu_s32,
+                   st_partial4, sts_out2, sts_u32, tma_load_2d,
                    tma_load_2d_multicast, tma_prefetch_map, tma_requirements, tma_rows_fast, tma_store_2d,
                    tma_store_commit, tma_store_wait_all, tma_store_wait_read, wgmma_commit,
                    wgmma_fence, wgmma_m64n64k16, wgmma_m64n128k16, wgmma_m64n256k16, wgmma_wait)
-from .schedule import balanced_workers, cdiv, tile_origin
+from .schedule import balanced_workers, cdiv, stream_k, tile_origin
 from .tensorcore import OUT_KIND, store_fragments
 
 __all__ = ["RUNGS", "wgmma_kernel", "SIGNATURE", "KIND"]
@@ -57,7 +58,8 @@ __all__ = ["RUNGS", "wgmma_kernel", "SIGNATURE", "KIND"]
 KIND = {"float16": 0, "bfloat16": 1}            # ptx/hopper.cu wgmma input kinds
 _WGMMA = {64: wgmma_m64n64k16, 128: wgmma_m64n128k16, 256: wgmma_m64n256k16}
 BK = 64                                        # K elements per slice (one 128-byte swizzled row)
-SIGNATURE = (int64,) * 8                       # tensor maps A, B, C; C; M, N, K; ldc
+SIGNATURE = (int64,) * 12                      # tensor maps A, B, C; C; M, N, K; ldc; stream-K:
+                                               # workspace, counters, whole tiles, share
 
 
 # ---------------------------------------------------------------------------------------------
@@ -175,6 +177,69 @@ def _advance(s, ph, S):
 
 
 @device
+def _next_piece(ct, g, g_end, nclusters, WHOLE, ktiles):
+    """The next piece of a persistent cluster's work (``schedule.stream_k_pieces`` is the
+    reference): whole tiles ct, ct + nclusters, .. below WHOLE, then its run of the tail's K
+    slices, g..g_end, one piece per tile. Returns (ct, g, tile, k0, k1); tile -1: done."""
+    if ct < WHOLE:
+        return ct + nclusters, g, ct, 0, ktiles
+    if g < g_end:
+        s = g // ktiles
+        k0 = g - s * ktiles
+        k1 = min(ktiles, k0 + g_end - g)
+        return ct, g + k1 - k0, WHOLE + s, k0, k1
+    return ct, g, -1, 0, 0
+
+
+@device
+def _st_partial(t, pacc, slot, ctid, NTC):
+    """Accumulators 4t..4t+3 of consumer thread ctid into a partial-tile slot, laid out
+    [4-float group][thread] so that a warp's stores are 512 contiguous bytes."""
+    st_partial4(slot + (t * NTC + ctid) * 16, pacc, 4 * t)
+
+
+@device
+def _add_partial(t, pacc, slot, ctid, NTC):
+    add_partial4(pacc, 4 * t, slot + (t * NTC + ctid) * 16)
+
+
+_st_partials = unrolled(_st_partial, 32)
+_add_partials = unrolled(_add_partial, 32)
+
+
+@device
+def _fixup(pacc, ctid, WS, FLAGS, flag, tile, k0, cid, rank, WHOLE, SHARE, ktiles, CL, NACC, NTC, BAR):
+    """A stream-K piece (K slices from k0 of one tile) is done: store its partial sum, count it,
+    and if it is the tile's last piece to finish, add the others' partial sums into the
+    accumulators and return True (this CTA writes the tile out). Every piece of the tile comes
+    from one of the consecutive workers w0..w1; each has a slot of BM x BN floats per CTA rank."""
+    s = tile - WHOLE
+    w0 = (s * ktiles) // SHARE
+    w1 = ((s + 1) * ktiles - 1) // SHARE
+    maxp = (ktiles + SHARE - 1) // SHARE + 1
+    size = NTC * NACC * 4
+    base = WS + (s * maxp * CL + rank) * size
+    _st_partials(NACC // 4, pacc, base + (cid - w0) * CL * size, ctid, NTC)
+    fence_gpu()                                   # this thread's partial, before the count
+    named_barrier(BAR, NTC)
+    if ctid == 0:
+        counter = FLAGS + (s * CL + rank) * 4
+        last = atom_add_gpu(counter, 1) == w1 - w0
+        if last:
+            st_gpu_s32(counter, 0)                # ready for the next launch
+        sts_u32(flag, uint32(1) if last else uint32(0))
+    named_barrier(BAR, NTC)
+    last = lds_u32(flag) != 0
+    if last:
+        fence_gpu()                               # the other pieces' partials, after the count
+        for j in range(w1 - w0 + 1):
+            if j != cid - w0:
+                _add_partials(NACC // 4, pacc, base + j * CL * size, ctid, NTC)
+    named_barrier(BAR, NTC)                       # the flag word is read before it is rewritten
+    return last
+
+
+@device
 def _cluster_tile(ct, rank, grid_m, grid_n, GROUP, BM, BN, CL):
     """Origin of this CTA's tile in cluster tile ``ct``: the CL blocks of a cluster take CL
     tiles stacked along M (the same B tile), in grouped order."""
@@ -209,8 +274,10 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
     EB = cfg.epi_boxes
     NT = cfg.threads
     EMPTY_ARRIVALS = CONS * 4 * CL              # lane 0 of every consumer warp of the cluster
+    SK = cfg.stream_k
+    FIX_BAR = 8                                 # named barrier of the consumers' stream-K fix-up
 
-    def wgmma_gemm(TMA_A, TMA_B, TMC, C, M, N, K, ldc):
+    def wgmma_gemm(TMA_A, TMA_B, TMC, C, M, N, K, ldc, WS, FLAGS, WHOLE, SHARE):
         smem = cuda.shared.array(0, uint32)
         sbase = (smem_addr(ptr(smem)) + 1023) & ~1023    # the swizzle repeats every 1024 bytes
         ebase = sbase + S * STAGE                         # output boxes (tma_store)
@@ -263,19 +330,27 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
 
         # Rungs 3-7: warpgroup CONS produces, warpgroups 0..CONS-1 consume. Cluster tiles cid,
         # cid + clusters, .. (one per cluster unless the grid is persistent).
+        # Pieces of work (``_next_piece``): whole tiles below WHOLE, then (stream-K) this
+        # cluster's run of SHARE K slices of the remaining tiles.
         rank = cluster_ctarank() if CL > 1 else 0
         cid = cuda.blockIdx.x // CL
         nclusters = cuda.gridDim.x // CL
         ntiles = ((grid_m + CL - 1) // CL) * grid_n
+        g_end = min((cid + 1) * SHARE, (ntiles - WHOLE) * ktiles)
         if wg == CONS:
             if REG_P > 0:
                 setmaxnreg_dec(REG_P)
             if tid == CONS * 128:
                 s = 0
                 ph = 0
-                for ct in range(cid, ntiles, nclusters):
-                    bm0, bn0 = _cluster_tile(ct, rank, grid_m, grid_n, GROUP, BM, BN, CL)
-                    for t in range(ktiles):
+                ct = cid
+                g = cid * SHARE
+                while True:
+                    ct, g, tile, k0, k1 = _next_piece(ct, g, g_end, nclusters, WHOLE, ktiles)
+                    if tile < 0:
+                        break
+                    bm0, bn0 = _cluster_tile(tile, rank, grid_m, grid_n, GROUP, BM, BN, CL)
+                    for t in range(k0, k1):
                         mbar_wait(bars + 8 * (S + s), ph ^ 1)     # the cluster released the stage
                         _produce(TMA_A, TMA_B, sbase + s * STAGE, bars + 8 * s, bm0, bn0, t * BK, rank,
                                  A_KM, B_KM, BM, BN, A_BYTES, STAGE, CL)
@@ -287,21 +362,30 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
             s = 0
             ph = 0
             nbox = 0
-            for ct in range(cid, ntiles, nclusters):
-                bm0, bn0 = _cluster_tile(ct, rank, grid_m, grid_n, GROUP, BM, BN, CL)
+            ct = cid
+            g = cid * SHARE
+            while True:
+                ct, g, tile, k0, k1 = _next_piece(ct, g, g_end, nclusters, WHOLE, ktiles)
+                if tile < 0:
+                    break
+                bm0, bn0 = _cluster_tile(tile, rank, grid_m, grid_n, GROUP, BM, BN, CL)
                 for i in range(NACC):
                     acc[i] = float32(0)
                 prev = 0
-                for t in range(ktiles):
+                for t in range(k0, k1):
                     _consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0, A_BYTES, A_KM, B_KM, TA, TB, MI, BN, KND, WG)
                     wgmma_wait(1)                         # the slice before this one is done:
-                    if t > 0 and lane == 0:               # release its stage (in every CTA)
+                    if t > k0 and lane == 0:              # release its stage (in every CTA)
                         _release(bars + 8 * (S + prev), CL)
                     prev = s
                     s, ph = _advance(s, ph, S)
                 wgmma_wait(0)
                 if lane == 0:
                     _release(bars + 8 * (S + prev), CL)
+                if SK and k1 - k0 < ktiles:               # a stream-K piece: sum up, or leave
+                    if not _fixup(pacc, tid, WS, FLAGS, bars + 16 * S, tile, k0, cid, rank, WHOLE, SHARE,
+                                  ktiles, CL, NACC, CONS * 128, FIX_BAR):
+                        continue
                 if TMA_C:
                     _store_boxes(MI * NBOX, acc, TMC, ebase + wg * (EB * 8192), nbox, bm0 + a_row0, bn0, tw,
                                  lane, BN, NBOX, COLS, OUT_ITEM, OUT_K, 1 + wg, EB)
@@ -356,18 +440,41 @@ def operand_maps(cfg: WgmmaConfig, a, b):
     return ma, mb
 
 
-def grid_size(cfg: WgmmaConfig, m: int, n: int, resident: int = 0) -> int:
-    """Blocks to launch: one per tile (tiles of a cluster padded to whole clusters), or, when
-    persistent, as many whole clusters as take the tiles in the fewest rounds, each the same
-    number of tiles (``schedule.balanced_workers``) out of the ``resident`` blocks that fit
-    at once (default one block per SM)."""
+def work_plan(cfg: WgmmaConfig, m: int, n: int, k: int, resident: int = 0):
+    """``(blocks, whole, share)``: the blocks to launch, the (cluster) tiles done whole, and the
+    K slices per stream-K run (0: none). Not persistent: one block per tile (tiles of a cluster
+    padded to whole clusters). Persistent: of the ``resident`` blocks that fit at once (default
+    one per SM), with stream-K (``schedule.stream_k``) all that have work, else as many whole
+    clusters as take the tiles in the fewest rounds, each the same number of tiles
+    (``schedule.balanced_workers``)."""
     from .link import sm_count
     cl = cfg.cluster
-    tiles = cdiv(cdiv(m, cfg.bm), cl) * cl * cdiv(n, cfg.bn)
-    if cfg.persistent:
-        slots = (resident or sm_count() * cfg.min_blocks) // cl
-        return balanced_workers(tiles // cl, slots) * cl
-    return tiles
+    tiles = cdiv(cdiv(m, cfg.bm), cl) * cdiv(n, cfg.bn)
+    if not cfg.persistent:
+        return tiles * cl, tiles, 0
+    slots = (resident or sm_count() * cfg.min_blocks) // cl
+    ktiles = cdiv(k, BK)
+    whole, share = stream_k(tiles, slots, ktiles) if cfg.stream_k else (tiles, 0)
+    if share == 0:
+        return balanced_workers(tiles, slots) * cl, tiles, 0
+    workers = slots if whole else cdiv((tiles - whole) * ktiles, share)
+    return workers * cl, whole, share
+
+
+def grid_size(cfg: WgmmaConfig, m: int, n: int, resident: int = 0) -> int:
+    """Blocks to launch when every tile is done whole (``work_plan`` with no stream-K)."""
+    return work_plan(cfg.replace(stream_k=False), m, n, 0, resident)[0]
+
+
+def _stream_k_buffers(cfg: WgmmaConfig, tiles: int, whole: int, share: int, ktiles: int, stream):
+    """Device addresses of the partial-sum slots (fp32, one BM x BN tile per piece and CTA) and
+    of the pieces-done counters of the stream-K tiles (zero between launches: the last piece of
+    each tile resets its counter); one pair per device and stream, grown as needed."""
+    from .link import scratch
+    rest = tiles - whole
+    maxp = cdiv(ktiles, share) + 1
+    ws = scratch("stream_k_partials", rest * maxp * cfg.cluster * cfg.bm * cfg.bn * 4, stream)
+    return ws, scratch("stream_k_counters", rest * cfg.cluster * 4, stream, zeroed=True)
 
 
 def output_map(cfg: WgmmaConfig, c):
@@ -384,7 +491,8 @@ def _launch(*cfgs: WgmmaConfig):
     problem), tensor maps and grid."""
     from .link import enable_dynamic_smem, launch_ex, max_active_clusters, sm_count
 
-    def launch(a, b, c, stream):
+    def launch(a, b, c, stream, resident=None):
+        """resident: blocks that run at once (default: as the GPU says; tests force few)."""
         cfg = cfgs[0]
         if len(cfgs) > 1:
             slow_b = not tma_rows_fast(b.ptr, b.ld, b.itemsize)
@@ -393,11 +501,16 @@ def _launch(*cfgs: WgmmaConfig):
         k = wgmma_kernel(cfg, a.dtype, c.dtype, a.trans, b.trans, c.pairs_aligned, mc != 0)
         enable_dynamic_smem(k, SIGNATURE, cfg.smem_bytes)
         ma, mb = operand_maps(cfg, a, b)
-        args = (ma, mb, mc, c.ptr, c.rows, c.cols, a.cols, c.ld)
-        resident = 0
-        if cfg.cluster > 1 and cfg.persistent:
-            resident = cfg.cluster * max_active_clusters(k, SIGNATURE, cfg.threads, cfg.smem_bytes, cfg.cluster)
-        grid = grid_size(cfg, c.rows, c.cols, resident)
+        if resident is None:
+            resident = 0
+            if cfg.cluster > 1 and cfg.persistent:
+                resident = cfg.cluster * max_active_clusters(k, SIGNATURE, cfg.threads, cfg.smem_bytes, cfg.cluster)
+        grid, whole, share = work_plan(cfg, c.rows, c.cols, a.cols, resident)
+        ws = counters = 0
+        if share:
+            tiles = cdiv(cdiv(c.rows, cfg.bm), cfg.cluster) * cdiv(c.cols, cfg.bn)
+            ws, counters = _stream_k_buffers(cfg, tiles, whole, share, cdiv(a.cols, BK), stream)
+        args = (ma, mb, mc, c.ptr, c.rows, c.cols, a.cols, c.ld, ws, counters, whole, share)
         launch_ex(k, SIGNATURE, grid, cfg.threads, cfg.smem_bytes, stream, cfg.cluster, args)
     launch.config = cfgs[0]
     return launch

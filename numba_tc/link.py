@@ -29,7 +29,7 @@ from numba import config, cuda, types
 __all__ = ["SIMULATOR", "PTX_DIR", "ptx_source", "ptr", "load_f32x4", "store_f32x4", "red_add_f32",
            "ldg_f32x4", "stg_f32x4", "MMA_SIGNATURES", "HOPPER_SIGNATURES", "kernel_handle",
            "enable_dynamic_smem", "tma_requirements", "tma_rows_fast", "encode_tensor_map", "tensor_map", "sm_count",
-           "launch_ex", "max_active_clusters", "resident_blocks", "current_device_id"]
+           "launch_ex", "max_active_clusters", "resident_blocks", "current_device_id", "scratch"]
 
 SIMULATOR = bool(config.ENABLE_CUDASIM)
 PTX_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ptx")
@@ -204,6 +204,11 @@ HOPPER_SIGNATURES = {
     **{f"wgmma_m64n{n}k16": _I32(_P(_F32), _I32, _I64, _I64, _I32, _I32, _I32, _I32) for n in (64, 128, 256)},
     "setmaxnreg_inc": _I32(_I32),
     "setmaxnreg_dec": _I32(_I32),
+    "st_partial4": _I32(_I64, _P(_F32), _I32),
+    "add_partial4": _I32(_P(_F32), _I32, _I64),
+    "fence_gpu": _I32(),
+    "atom_add_gpu": _I32(_I64, _I32),
+    "st_gpu_s32": _I32(_I64, _I32),
 }
 for _name, _sig in HOPPER_SIGNATURES.items():
     globals()[_name] = None if SIMULATOR else cuda.declare_device(_name, _sig, link=ptx_source("hopper.cu"))
@@ -331,6 +336,22 @@ def current_device_id() -> int:
 
 
 _SMS: dict = {}
+_SCRATCH: dict = {}
+
+
+def scratch(name: str, nbytes: int, stream, zeroed: bool = False) -> int:
+    """Device address of a scratch buffer of at least ``nbytes``, one per (name, device,
+    stream), kept and grown as needed (stream-K's partial sums and counters). ``zeroed``: filled
+    with zeros when (re)allocated; the kernels using it leave it zeroed."""
+    import numpy as np
+    h = stream.handle
+    key = (name, current_device_id(), int(getattr(h, "value", h) or 0))
+    hit = _SCRATCH.get(key)
+    if hit is None or hit[1].size < nbytes:
+        size = max(nbytes, 2 * hit[1].size if hit else 0, 256)
+        buf = cuda.to_device(np.zeros(size, np.uint8)) if zeroed else cuda.device_array(size, np.uint8)
+        hit = _SCRATCH[key] = (buf.device_ctypes_pointer.value, buf)
+    return hit[0]
 
 
 def sm_count() -> int:

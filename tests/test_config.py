@@ -98,6 +98,33 @@ def test_balanced_workers():
             assert w == 1 or cdiv(tiles, w - 1) > cdiv(tiles, slots)   # the fewest that do it
 
 
+def test_stream_k_plan_and_pieces():
+    from numba_tc.schedule import cdiv, stream_k, stream_k_pieces
+    assert stream_k(512, 132, 64) == (396, 57)      # 4096^3 in 128x256 tiles: 3 rounds + 57 slices
+    assert stream_k(528, 132, 64) == (528, 0)       # whole rounds
+    assert stream_k(128, 132, 32) == (128, 0)       # 31 of 32 slices: not worth a fix-up
+    assert stream_k(64, 132, 16) == (0, 8)          # fewer tiles than workers: every tile in 2
+    for tiles, slots, kt in [(512, 132, 64), (24, 7, 18), (6, 8, 32), (2048, 132, 16), (37, 5, 9),
+                             (3, 4, 100), (153, 66, 47)]:
+        whole, share = stream_k(tiles, slots, kt)
+        covered = {}
+        for w in range(slots):
+            pieces = stream_k_pieces(w, slots, whole, share, tiles, kt)
+            assert sum(k1 - k0 for t, k0, k1 in pieces if t >= whole) <= share
+            for t, k0, k1 in pieces:
+                assert 0 <= k0 < k1 <= kt and (t < whole) == (k1 - k0 == kt and t < whole)
+                for kk in range(k0, k1):
+                    assert (t, kk) not in covered
+                    covered[(t, kk)] = w
+        assert len(covered) == tiles * kt            # every K slice of every tile, once
+        if share:
+            maxp = cdiv(kt, share) + 1                # the kernel's slots per stream-K tile
+            for s in range(tiles - whole):
+                w0, w1 = (s * kt) // share, ((s + 1) * kt - 1) // share
+                assert {covered[(whole + s, kk)] for kk in range(kt)} == set(range(w0, w1 + 1))
+                assert w1 - w0 + 1 <= maxp
+
+
 def test_tail_split():
     from numba_tc.schedule import tail_split
     # 4096^3 in 128x64 tiles on 132 SMs x 3: 2048 = 5 x 396 + 68 tiles; 68 x 5 parts of 52 K tiles

@@ -88,7 +88,8 @@ def test_wgmma_config_rules():
                        (dict(producer=False), "needs producer"), (dict(regs=(44, 232)), "multiples of 8"),
                        (dict(bm=192, consumers=3, regs=(24, 152)), "too few for 128 accumulators"),
                        (dict(cluster=3), "1 or 2"), (dict(bm=512), "at most 256 rows"),
-                       (dict(epi_boxes=3), "1, 2, 4 or 8")]:
+                       (dict(epi_boxes=3), "1, 2, 4 or 8"),
+                       (dict(persistent=False, stream_k=True), "persistent")]:
         with pytest.raises(ConfigError, match=words):
             cfg.replace(**bad)
 
@@ -118,6 +119,11 @@ def test_grids_and_operand_maps(monkeypatch):
     assert hopper.grid_size(hopper.RUNG6, 200, 256) == 2              # a padded cluster
     assert hopper.grid_size(hopper.RUNG6, 8192, 8192, resident=120) == 114   # 1024 / 60: 18 rounds
     assert hopper.grid_size(hopper.RUNG6, 4096, 4096, resident=132) == 128   # 256 / 66: 4 rounds
+    sk = hopper.RUNG7.replace(stream_k=True)
+    assert hopper.work_plan(sk, 4096, 4096, 4096) == (132, 396, 57)     # all SMs, 57-slice runs
+    assert hopper.work_plan(sk, 4096, 4096, 512) == (128, 512, 0)       # 8 slices: balanced grid
+    assert hopper.work_plan(sk, 1024, 1024, 4096, resident=120) == (114, 0, 18)   # 32 tiles, 2048 slices
+    assert hopper.work_plan(hopper.RUNG5, 4096, 4096, 4096) == (128, 512, 0)
     calls = []
     monkeypatch.setattr(link, "tensor_map", lambda *a: calls.append(a) or len(calls))
     a = Matrix(None, 300, 200, 200, False, "bfloat16", 4096)          # row-major A: k-major

@@ -81,6 +81,18 @@ def test_output_box_ring(boxes):
     assert f"DEPBAR.LE SB0, 0x{boxes - 1} ;" in c.sass
 
 
+@pytest.mark.parametrize("cluster", [1, 2])
+def test_stream_k_fixup(cluster):
+    # partial sums out and back in 16 bytes at a time (L2 only), a counter per tile; the
+    # accumulators stay in registers, and configurations without stream-K carry none of it
+    c = _compile(hopper.RUNG7.replace(stream_k=True, cluster=cluster))
+    assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
+    assert c.count("ATOMG") == 1
+    assert "STG.E.128.STRONG.GPU" in c.sass and "LDG.E.128.STRONG.GPU" in c.sass
+    plain = _compile(hopper.RUNG7.replace(cluster=cluster))
+    assert plain.count("ATOMG") == 0 and "STG.E.128" not in plain.sass and "LDG.E.128" not in plain.sass
+
+
 def test_wgmma_needs_sm90a():
     with pytest.raises(RuntimeError, match="nvJitLink failed for sm_90"):
         _compile(hopper.RUNG1, cc=(9, 0))
