@@ -500,13 +500,16 @@ def grid_size(cfg: MmaConfig, m: int, n: int) -> int:
 
 
 def _launch_tiled(cfg: MmaConfig):
-    from .link import enable_dynamic_smem
+    from .link import enable_dynamic_smem, launch_ex
 
     def launch(a, b, c, stream):
         k = tiled_kernel(cfg, compute_dtype(a.dtype), c.dtype, a.trans, b.trans,
                          a.aligned16, b.aligned16, c.pairs_aligned)
         enable_dynamic_smem(k, SIGNATURE, cfg.smem_bytes)
-        k[grid_size(cfg, c.rows, c.cols), cfg.threads, stream, cfg.smem_bytes](*_args(a, b, c))
+        # through the driver: the arguments are all int64, and Numba's launcher costs more host
+        # time per call (benchmarks/results/host_cost_h100.txt)
+        launch_ex(k, SIGNATURE, grid_size(cfg, c.rows, c.cols), cfg.threads, cfg.smem_bytes, stream, 1,
+                  _args(a, b, c))
     launch.config = cfg
     return launch
 
