@@ -25,6 +25,11 @@ by exactly their note:
    ``hopper`` multicasts B as rung 6 does (523 -> 758 TFLOP/s at 4096^3). Problems whose 128x256
    tiles would leave SMs idle take 128x128 tiles. ``pick_config`` chooses, per problem.
 
+Built and measured, off in every rung: ``WgmmaConfig.stream_k`` deals the last, partial round of
+tiles out as equal runs of K slices (``schedule.stream_k``), partial sums through an fp32
+workspace, the last piece of a tile adding them up (``_fixup``). On the H100 it lost on every
+shape it touched (4096^3: 0.98x -> 0.88x cuBLAS; benchmarks/NOTES.md, session 8).
+
 Conventions (as in ``tensorcore.py``): C (M x N, row-major, ``ldc``) = A (M x K) @ B (K x N);
 ``ta``/``tb`` say A/B are column-major. Each operand is loaded as it lies in global memory: a
 k-major one (A row-major, B column-major) as one TMA box of [rows][64 k], an mn-major one as
