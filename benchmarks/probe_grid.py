@@ -20,7 +20,7 @@ def main():
     args = p.parse_args()
     for _ in range(args.passes):
         for name, workers in GRIDS.items():
-            hopper.balanced_workers = workers              # what hopper.grid_size calls
+            hopper.balanced_workers = workers              # what hopper.work_plan calls
             for layout in ("NN", "NT"):
                 recs = bench.run(["hopper"], [(s, s, s) for s in args.sizes], dtype="bfloat16",
                                  layout=layout, progress=False, log=lambda *a: None)

@@ -213,8 +213,8 @@ _add_partials = unrolled(_add_partial, 32)
 
 
 @device
-def _fixup(pacc, ctid, WS, FLAGS, flag, tile, k0, cid, rank, WHOLE, SHARE, ktiles, CL, NACC, NTC, BAR):
-    """A stream-K piece (K slices from k0 of one tile) is done: store its partial sum, count it,
+def _fixup(pacc, ctid, WS, FLAGS, flag, tile, cid, rank, WHOLE, SHARE, ktiles, CL, NACC, NTC, BAR):
+    """A stream-K piece of a tile is done: store its partial sum, count it,
     and if it is the tile's last piece to finish, add the others' partial sums into the
     accumulators and return True (this CTA writes the tile out). Every piece of the tile comes
     from one of the consecutive workers w0..w1; each has a slot of BM x BN floats per CTA rank."""
@@ -388,7 +388,7 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
                 if lane == 0:
                     _release(bars + 8 * (S + prev), CL)
                 if SK and k1 - k0 < ktiles:               # a stream-K piece: sum up, or leave
-                    if not _fixup(pacc, tid, WS, FLAGS, bars + 16 * S, tile, k0, cid, rank, WHOLE, SHARE,
+                    if not _fixup(pacc, tid, WS, FLAGS, bars + 16 * S, tile, cid, rank, WHOLE, SHARE,
                                   ktiles, CL, NACC, CONS * 128, FIX_BAR):
                         continue
                 if TMA_C:
@@ -464,11 +464,6 @@ def work_plan(cfg: WgmmaConfig, m: int, n: int, k: int, resident: int = 0):
         return balanced_workers(tiles, slots) * cl, tiles, 0
     workers = slots if whole else cdiv((tiles - whole) * ktiles, share)
     return workers * cl, whole, share
-
-
-def grid_size(cfg: WgmmaConfig, m: int, n: int, resident: int = 0) -> int:
-    """Blocks to launch when every tile is done whole (``work_plan`` with no stream-K)."""
-    return work_plan(cfg.replace(stream_k=False), m, n, 0, resident)[0]
 
 
 def _stream_k_buffers(cfg: WgmmaConfig, tiles: int, whole: int, share: int, ktiles: int, stream):

@@ -54,8 +54,9 @@ def balanced_workers(tiles: int, slots: int) -> int:
     """Persistent workers for ``tiles`` equal tiles when ``slots`` can run at once: the fewest
     that finish in as many rounds as ``slots`` workers would, so that every worker takes the same
     number of tiles (or one fewer). 4096^3 in 128x256 tiles is 512 tiles: 132 SMs need 4 rounds
-    and so do 128 workers of exactly 4 tiles; the 4 idle SMs cost no time and leave the power
-    budget to the others (H100, bf16: 8192^3 1.003x -> 1.02x cuBLAS, 4096^3 0.985x -> 0.99x)."""
+    and so do 128 workers of exactly 4 tiles. The 4 idle SMs cost no time, and the others ran
+    faster (H100, bf16: 8192^3 1.003x -> 1.02x cuBLAS, 4096^3 0.985x -> 0.99x; most likely the
+    power budget shared by fewer busy SMs)."""
     if tiles <= 0 or slots <= 0:
         return max(0, min(tiles, slots))
     return cdiv(tiles, cdiv(tiles, slots))

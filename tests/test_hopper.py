@@ -111,14 +111,14 @@ def test_grids_and_operand_maps(monkeypatch):
     from numba_tc import hopper, link
     from numba_tc.arrays import Matrix
     monkeypatch.setattr(link, "sm_count", lambda: 132)
-    assert hopper.grid_size(hopper.RUNG3, 1000, 1000) == 8 * 4
-    assert hopper.grid_size(hopper.RUNG5, 8192, 8192) == 128          # 2048 tiles: 16 each
-    assert hopper.grid_size(hopper.RUNG5, 8000, 8192) == 126          # 2016 tiles: 16 each
-    assert hopper.grid_size(hopper.RUNG5, 8192, 8448) == 132          # 2112 tiles: 16 each
-    assert hopper.grid_size(hopper.RUNG5, 1000, 1000) == 32           # fewer tiles than SMs
-    assert hopper.grid_size(hopper.RUNG6, 200, 256) == 2              # a padded cluster
-    assert hopper.grid_size(hopper.RUNG6, 8192, 8192, resident=120) == 114   # 1024 / 60: 18 rounds
-    assert hopper.grid_size(hopper.RUNG6, 4096, 4096, resident=132) == 128   # 256 / 66: 4 rounds
+    assert hopper.work_plan(hopper.RUNG3, 1000, 1000, 64)[0] == 8 * 4
+    assert hopper.work_plan(hopper.RUNG5, 8192, 8192, 64)[0] == 128          # 2048 tiles: 16 each
+    assert hopper.work_plan(hopper.RUNG5, 8000, 8192, 64)[0] == 126          # 2016 tiles: 16 each
+    assert hopper.work_plan(hopper.RUNG5, 8192, 8448, 64)[0] == 132          # 2112 tiles: 16 each
+    assert hopper.work_plan(hopper.RUNG5, 1000, 1000, 64)[0] == 32           # fewer tiles than SMs
+    assert hopper.work_plan(hopper.RUNG6, 200, 256, 64)[0] == 2              # a padded cluster
+    assert hopper.work_plan(hopper.RUNG6, 8192, 8192, 64, 120)[0] == 114     # 1024 / 60: 18 rounds
+    assert hopper.work_plan(hopper.RUNG6, 4096, 4096, 64, 132)[0] == 128     # 256 / 66: 4 rounds
     sk = hopper.RUNG7.replace(stream_k=True)
     assert hopper.work_plan(sk, 4096, 4096, 4096) == (132, 396, 57)     # all SMs, 57-slice runs
     assert hopper.work_plan(sk, 4096, 4096, 512) == (128, 512, 0)       # 8 slices: balanced grid
