@@ -252,6 +252,14 @@ def _cluster_tile(ct, rank, grid_m, grid_n, GROUP, BM, BN, CL):
     return cm0 + rank * BM, bn0
 
 
+@device
+def _next_work(ct, g, g_end, nclusters, WHOLE, ktiles, rank, grid_m, grid_n, GROUP, BM, BN, CL):
+    """``_next_piece``, and the origin of this CTA's tile in it: (ct, g, tile, k0, k1, bm0, bn0)."""
+    ct, g, tile, k0, k1 = _next_piece(ct, g, g_end, nclusters, WHOLE, ktiles)
+    bm0, bn0 = _cluster_tile(tile, rank, grid_m, grid_n, GROUP, BM, BN, CL)
+    return ct, g, tile, k0, k1, bm0, bn0
+
+
 @functools.lru_cache(maxsize=None)
 def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool, vc: bool,
                  tma_c: bool = False):
@@ -351,10 +359,10 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
                 ct = cid
                 g = cid * SHARE
                 while True:
-                    ct, g, tile, k0, k1 = _next_piece(ct, g, g_end, nclusters, WHOLE, ktiles)
+                    ct, g, tile, k0, k1, bm0, bn0 = _next_work(ct, g, g_end, nclusters, WHOLE, ktiles, rank,
+                                                              grid_m, grid_n, GROUP, BM, BN, CL)
                     if tile < 0:
                         break
-                    bm0, bn0 = _cluster_tile(tile, rank, grid_m, grid_n, GROUP, BM, BN, CL)
                     for t in range(k0, k1):
                         mbar_wait(bars + 8 * (S + s), ph ^ 1)     # the cluster released the stage
                         _produce(TMA_A, TMA_B, sbase + s * STAGE, bars + 8 * s, bm0, bn0, t * BK, rank,
@@ -370,10 +378,10 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
             ct = cid
             g = cid * SHARE
             while True:
-                ct, g, tile, k0, k1 = _next_piece(ct, g, g_end, nclusters, WHOLE, ktiles)
+                ct, g, tile, k0, k1, bm0, bn0 = _next_work(ct, g, g_end, nclusters, WHOLE, ktiles, rank,
+                                                          grid_m, grid_n, GROUP, BM, BN, CL)
                 if tile < 0:
                     break
-                bm0, bn0 = _cluster_tile(tile, rank, grid_m, grid_n, GROUP, BM, BN, CL)
                 for i in range(NACC):
                     acc[i] = float32(0)
                 prev = 0
