@@ -3,10 +3,14 @@
 ``numba_tc.gemm(a, b, variant=...)`` multiplies; ``numba_tc.variants()`` lists the rungs;
 ``python -m numba_tc`` benchmarks them against cuBLAS (or runs the simulator demo without a GPU).
 """
-from .api import (NoGPUError, UnsupportedDeviceError, device_capability, gemm, get_variant,
-                  register, variants)
-from .config import ConfigError, SimtConfig, Variant
+from . import sass
+from .api import (device_capability, gemm, get_variant, register, registered, unregister, variant_from,
+                  variants)
+from .build import precompile
+from .config import MmaConfig, SimtConfig, Variant, WgmmaConfig
+from .errors import CaptureError, ConfigError, CudaError, NoGPUError, UnsupportedDeviceError
 
 __version__ = "0.1.0"
-__all__ = ["gemm", "variants", "get_variant", "register", "Variant", "SimtConfig", "ConfigError",
-           "NoGPUError", "UnsupportedDeviceError", "device_capability", "__version__"]
+__all__ = ["gemm", "variants", "get_variant", "register", "unregister", "registered", "variant_from",
+           "precompile", "Variant", "SimtConfig", "MmaConfig", "WgmmaConfig", "ConfigError", "NoGPUError",
+           "UnsupportedDeviceError", "CudaError", "CaptureError", "device_capability", "sass", "__version__"]

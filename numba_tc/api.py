@@ -6,40 +6,56 @@
     >>> [v.name for v in numba_tc.variants(ladder="simt")]
     ['naive', 'coalesced', 'smem', 'blocktile1d', 'blocktile2d', 'vectorized', 'warptile']
 
-Everything a user can get wrong is checked here, before any kernel runs, with an exception that
-names the problem; the variants' launchers then only ever see valid, normalised operands.
+The path of a call (ARCHITECTURE.md): the operands' facts (kind, shapes, strides, dtypes, address
+alignment, device) are the key of a cache of ``_Call``s; on a miss, everything a user can get
+wrong is checked, with an exception that names the problem, a variant is picked and its launches
+planned (``plan.Plan``); on a hit the call allocates the result, resolves the caller's stream on
+the operands' device (``runtime``) and enqueues the launches (``driver``).
 """
 from __future__ import annotations
 
+import contextlib
+import hashlib
 from typing import Dict, List, Optional, Union
 
 import numpy as np
 
-from . import arrays
+from . import arrays, driver, runtime
 from .arrays import array_kind, as_matrix, dtype_name
-from .config import Variant
-from .link import SIMULATOR
+from .config import MmaConfig, SimtConfig, Variant, WgmmaConfig
+from .errors import CaptureError, NoGPUError, UnsupportedDeviceError
+from .intrinsics import SIMULATOR
+from .plan import Plan
 
-__all__ = ["gemm", "variants", "get_variant", "register", "NoGPUError", "UnsupportedDeviceError",
-           "device_capability"]
+__all__ = ["gemm", "variants", "get_variant", "register", "unregister", "registered", "variant_from",
+           "NoGPUError", "UnsupportedDeviceError", "device_capability"]
 
 _LADDER_ORDER = {"simt": 0, "mma": 1, "wgmma": 2}
 _REGISTRY: Dict[str, Variant] = {}
-
-
-class NoGPUError(RuntimeError):
-    """No CUDA GPU is usable here."""
-
-
-class UnsupportedDeviceError(RuntimeError):
-    """The GPU is older than the variant needs."""
 
 
 def register(v: Variant) -> Variant:
     if v.name in _REGISTRY or v.name == "auto":
         raise ValueError(f"variant name {v.name!r} is taken")
     _REGISTRY[v.name] = v
+    _CALLS.clear()
     return v
+
+
+def unregister(name: str) -> None:
+    _REGISTRY.pop(name if isinstance(name, str) else name.name, None)
+    _CALLS.clear()
+
+
+@contextlib.contextmanager
+def registered(v: Variant):
+    """``with numba_tc.registered(v):`` the variant is in the registry (and in "auto"'s choice)
+    for the block only."""
+    register(v)
+    try:
+        yield v
+    finally:
+        unregister(v.name)
 
 
 def variants(ladder: Optional[str] = None, dtype: Optional[str] = None) -> List[Variant]:
@@ -54,28 +70,48 @@ def get_variant(name: Union[str, Variant]) -> Variant:
         return name
     try:
         return _REGISTRY[name]
-    except KeyError:
+    except (KeyError, TypeError):
         valid = ", ".join(["auto"] + [v.name for v in variants()])
         raise ValueError(f"unknown variant {name!r}; valid variants: {valid}") from None
 
 
-_CC: Dict[int, tuple] = {}
+def variant_from(config, name: Optional[str] = None) -> Variant:
+    """An unregistered variant running ``config`` (a ``SimtConfig``, ``MmaConfig``, or a
+    ``WgmmaConfig`` or tuple of them) with its ladder's kernel: pass it to
+    ``gemm(..., variant=v)`` or ``bench.run``, or register it (``registered``)."""
+    from . import hopper, simt, tensorcore
+    name = name or "custom_" + hashlib.sha1(repr(config).encode()).hexdigest()[:8]
+    if isinstance(config, SimtConfig):
+        return simt.variant_from(config, name)
+    if isinstance(config, MmaConfig):
+        return tensorcore.variant_from(config, name)
+    if isinstance(config, WgmmaConfig) or (isinstance(config, tuple) and config
+                                           and all(isinstance(c, WgmmaConfig) for c in config)):
+        return hopper.variant_from(config, name)
+    raise TypeError(f"config must be a SimtConfig, MmaConfig or WgmmaConfig, got {type(config).__name__}")
 
 
-def device_capability():
-    """Compute capability of the current GPU, or NoGPUError (the simulator counts as a GPU)."""
+def _default_device() -> int:
+    """The device for NumPy operands: Numba's current device (made current if none is)."""
     from numba import cuda
     if SIMULATOR:
-        return tuple(cuda.get_current_device().compute_capability)
+        return 0
     if not cuda.is_available():
-        raise NoGPUError("no CUDA GPU is available (numba.cuda.is_available() is False). "
-                         "Set NUMBA_ENABLE_CUDASIM=1 to run the SIMT ladder in Numba's simulator "
-                         "(slow; tiny shapes), or run `python -m numba_tc` for the demo.")
-    from .link import current_device_id
-    d = current_device_id()
-    if d not in _CC:
-        _CC[d] = tuple(cuda.get_current_device().compute_capability)
-    return _CC[d]
+        raise NoGPUError("no CUDA GPU is available (numba.cuda.is_available() is False). To run "
+                         "the float32 SIMT ladder in Numba's CUDA simulator (slow; tiny shapes), set "
+                         "NUMBA_ENABLE_CUDASIM=1 in the environment before Python starts; or run "
+                         "`python -m numba_tc` for the demo.")
+    dev = driver.current_device()
+    return cuda.get_current_device().id if dev is None else dev
+
+
+def device_capability(device: Optional[int] = None):
+    """Compute capability of ``device`` (default: the current GPU), or NoGPUError (the
+    simulator counts as a GPU)."""
+    if SIMULATOR:
+        from numba import cuda
+        return tuple(cuda.get_current_device().compute_capability)
+    return driver.capability(_default_device() if device is None else device)
 
 
 def _runs_here(v: Variant, cc) -> bool:
@@ -93,6 +129,9 @@ def _candidates(variant, dtype: str, out_dtype: str, cc) -> List[Variant]:
     if variant == "auto":
         ok = [v for v in variants(dtype=dtype) if _runs_here(v, cc) and out_dtype in v.out_dtypes]
         if not ok:
+            if SIMULATOR:
+                raise UnsupportedDeviceError(f"Numba's CUDA simulator runs the float32 SIMT ladder only, "
+                                             f"not {dtype} inputs (unset NUMBA_ENABLE_CUDASIM on a GPU)")
             raise TypeError(f"no variant takes dtype {dtype} with {out_dtype} output on a GPU of "
                             f"compute capability {cc}")
         return ok[::-1]
@@ -127,18 +166,15 @@ def _pick(cands: List[Variant], a, b, c, named: bool) -> Variant:
     raise ValueError("no variant can run this problem")     # (unreachable: SIMT/mma take all)
 
 
-def _stream(stream):
-    from numba import cuda
-    if stream is None or stream == 0:
-        return cuda.default_stream()
-    if hasattr(stream, "handle") and type(stream).__module__.startswith("numba"):
-        return stream
-    handle = getattr(stream, "cuda_stream", None) or getattr(stream, "ptr", None)   # torch, CuPy
-    if isinstance(stream, int):
-        handle = stream
-    if handle is None:
-        raise TypeError(f"stream must be a Numba, CuPy or torch stream or a raw handle, got {type(stream).__name__}")
-    return cuda.external_stream(int(handle))
+def _input_precision(dtype: str, variant, allow_tf32: bool) -> str:
+    """The precision a float32 problem runs in: "tf32" when the caller allows it or names a
+    tensor-core variant (which computes fp32 inputs as tf32), else float32 (SIMT)."""
+    if dtype != "float32":
+        return dtype
+    if variant == "auto":
+        return "tf32" if allow_tf32 else "float32"
+    v = get_variant(variant)
+    return "tf32" if "tf32" in v.dtypes and "float32" not in v.dtypes else "float32"
 
 
 def _zero_fill(obj, kind: str):
@@ -152,15 +188,102 @@ def _zero_fill(obj, kind: str):
         obj.copy_to_device(np.zeros(obj.shape, dtype=obj.dtype))
 
 
-def _input_precision(dtype: str, variant, allow_tf32: bool) -> str:
-    """The precision a float32 problem runs in: "tf32" when the caller allows it or names a
-    tensor-core variant (which computes fp32 inputs as tf32), else float32 (SIMT)."""
-    if dtype != "float32":
-        return dtype
-    if variant == "auto":
-        return "tf32" if allow_tf32 else "float32"
-    v = get_variant(variant)
-    return "tf32" if "tf32" in v.dtypes and "float32" not in v.dtypes else "float32"
+class _Problem:
+    """A call's operands, checked: kinds, descriptions, sizes, dtypes, device, candidates."""
+
+    def __init__(self, a, b, variant, out, out_dtype, allow_tf32):
+        if not isinstance(variant, (str, Variant)):
+            raise TypeError(f"variant must be a variant name or a Variant, got {type(variant).__name__} "
+                            "(pass an output array as out=...)")
+        self.kind = kind = array_kind(a)
+        if array_kind(b) != kind:
+            raise TypeError(f"a and b must be the same kind of array, got {kind} and {array_kind(b)}")
+        self.desc_a, self.desc_b = arrays.describe(a, "a"), arrays.describe(b, "b")
+        (sa, da), (sb, db) = (self.desc_a[1], self.desc_a[3]), (self.desc_b[1], self.desc_b[3])
+        for name, s in (("a", sa), ("b", sb)):
+            if len(s) != 2:
+                raise ValueError(f"{name} must be 2-D, got {len(s)}-D with shape {tuple(s)}")
+        if da != db:
+            raise TypeError(f"a and b must have one dtype, got {da} and {db}")
+        if da not in arrays.SUPPORTED_DTYPES:
+            raise TypeError(f"dtype {da} is not supported; numba_tc takes {', '.join(arrays.SUPPORTED_DTYPES)}")
+        (m, k), (k2, n) = sa, sb
+        if k != k2:
+            raise ValueError(f"inner dimensions differ: a is {m}x{k}, b is {k2}x{n}")
+        allowed = (da, "float32")
+        self.desc_out = None
+        if out is not None:
+            if array_kind(out) != kind:
+                raise TypeError(f"out must be a {kind} array like a and b, got {array_kind(out)}")
+            self.desc_out = arrays.describe(out, "out")
+            so, do = self.desc_out[1], self.desc_out[3]
+            if tuple(so) != (m, n):
+                raise ValueError(f"out has shape {tuple(so)}, expected {(m, n)}")
+            if do not in allowed:
+                raise TypeError(f"out has dtype {do}, but the result of {da} inputs is "
+                                f"{' or '.join(dict.fromkeys(allowed))}")
+            if out_dtype is not None and dtype_name(out_dtype) != do:
+                raise TypeError(f"out has dtype {do} but out_dtype={dtype_name(out_dtype)}")
+            out_dtype = do
+        out_dtype = dtype_name(out_dtype) if out_dtype is not None else da
+        if out_dtype not in allowed:
+            raise TypeError(f"out_dtype {out_dtype} for {da} inputs: the result is "
+                            f"{' or '.join(dict.fromkeys(allowed))}")
+        if variant != "auto":
+            get_variant(variant)                 # unknown names fail before the GPU is touched
+        self.m, self.n, self.k, self.dtype, self.out_dtype = m, n, k, da, out_dtype
+        self.device = self._device(a, b, out)
+        cc = device_capability(self.device)
+        self.cands = _candidates(variant, _input_precision(da, variant, allow_tf32), out_dtype, cc)
+        self.named = variant != "auto"
+
+    def _device(self, a, b, out) -> int:
+        if self.kind == "numpy" or SIMULATOR:
+            return _default_device()
+        devs = [runtime.device_of(x, self.kind) for x in (a, b)]
+        names = ["a", "b"]
+        if out is not None:
+            devs.append(runtime.device_of(out, self.kind))
+            names.append("out")
+        if devs[0] < 0:
+            raise TypeError(f"a is not on a CUDA device ({a.device}): move it to one")
+        for name, d in zip(names[1:], devs[1:]):
+            if d != devs[0]:
+                raise ValueError(f"a is on device {devs[0]} but {name} is on device {d}: "
+                                 "operands and out must be on one GPU")
+        return devs[0]
+
+    def plan(self, A, B, C) -> Plan:
+        swap = C.trans          # column-major output: C^T = B^T A^T, written row-major
+        if swap:
+            A, B, C = B.transposed(), A.transposed(), C.transposed()
+        v = _pick(self.cands, A, B, C, self.named)
+        return Plan(v.plan(A, B, C, self.device), self.device, swap, v)
+
+
+class _Call:
+    """What a repeated call needs: the device, the plan (None for an empty problem; ``zero``:
+    K == 0, the result is zeros), and how to make and check the result."""
+    __slots__ = ("device", "plan", "m", "n", "out_dtype", "spans", "zero")
+
+    def __init__(self, device, plan, m, n, out_dtype, spans, zero=False):
+        self.device, self.plan, self.m, self.n, self.out_dtype, self.spans = device, plan, m, n, out_dtype, spans
+        self.zero = zero
+
+
+_CALLS: dict = {}
+CALL_CACHE_SIZE = 4096
+
+
+def _facts(x, kind: str) -> tuple:
+    """What decides a call about one GPU operand, cheaply: (shape, strides, dtype, address
+    alignment, device), and its address."""
+    if kind == "torch":
+        p = x.data_ptr()
+        return (x.shape, x.stride(), x.dtype, p & 31, x.get_device()), p
+    iface = x.__cuda_array_interface__
+    p = iface["data"][0]
+    return (iface["shape"], iface.get("strides"), iface["typestr"], p & 31, runtime.device_of(x, kind)), p
 
 
 def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=None, stream=None,
@@ -168,80 +291,123 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
     """``a @ b`` on the GPU with the chosen variant; the result is the same kind of array as ``a``.
 
     a, b: 2-D NumPy arrays (copied to the GPU and back), Numba device arrays, CuPy arrays or torch
-    CUDA tensors, both of one kind and one dtype; row-major, column-major or strided views with
-    one unit-stride dimension. Any M, N, K >= 0 (K == 0 gives zeros, as NumPy does).
-    variant: a name from ``numba_tc.variants()``, or "auto" (the fastest for this GPU and dtype).
-    out: optional array of shape (M, N) and kind of ``a`` to write into (row- or column-major).
+    CUDA tensors, both of one kind and one dtype, on one GPU; row-major, column-major or strided
+    views with one unit-stride dimension. Any M, N, K >= 0 (K == 0 gives zeros, as NumPy does).
+    variant: a name from ``numba_tc.variants()``, a ``Variant``, or "auto" (the fastest for this
+    GPU and dtype).
+    out: optional array of shape (M, N), of the kind and device of ``a``, to write into (row- or
+    column-major).
     out_dtype: the result dtype: the input dtype (the default, unless ``out`` says otherwise) or
     float32 (fp32 accumulators written without rounding to 16 bits).
     allow_tf32: with "auto", let float32 inputs run on tensor cores as tf32 (10-bit mantissa;
-    relative error about 1e-3). Naming a tensor-core variant for float32 inputs implies it.
-    stream: a Numba, CuPy or torch stream (default: the default stream).
+    relative error about 3e-4). Naming a tensor-core variant for float32 inputs implies it.
+    stream: a torch, CuPy, Numba or cuda.core stream or a raw handle. Default: the caller's
+    current stream on the operands' device (torch's or CuPy's current stream; Numba's default
+    stream for Numba and NumPy arrays). The call runs on the device that holds the operands and
+    leaves the current device as it was; it never synchronizes, except to copy a NumPy result back.
     """
     kind = array_kind(a)
-    if array_kind(b) != kind:
-        raise TypeError(f"a and b must be the same kind of array, got {kind} and {array_kind(b)}")
-    desc_a, desc_b = arrays._describe(a, "a"), arrays._describe(b, "b")
-    _, sa, _, da, _ = desc_a
-    _, sb, _, db, _ = desc_b
-    for name, s in (("a", sa), ("b", sb)):
-        if len(s) != 2:
-            raise ValueError(f"{name} must be 2-D, got {len(s)}-D with shape {tuple(s)}")
-    if da != db:
-        raise TypeError(f"a and b must have one dtype, got {da} and {db}")
-    if da not in arrays.SUPPORTED_DTYPES:
-        raise TypeError(f"dtype {da} is not supported; numba_tc takes {', '.join(arrays.SUPPORTED_DTYPES)}")
-    (m, k), (k2, n) = sa, sb
-    if k != k2:
-        raise ValueError(f"inner dimensions differ: a is {m}x{k}, b is {k2}x{n}")
-    if out is not None:
-        if array_kind(out) != kind:
-            raise TypeError(f"out must be a {kind} array like a and b, got {array_kind(out)}")
-        desc_out = arrays._describe(out, "out")
-        _, so, _, do, _ = desc_out
-        if tuple(so) != (m, n):
-            raise ValueError(f"out has shape {tuple(so)}, expected {(m, n)}")
-        if out_dtype is not None and dtype_name(out_dtype) != do:
-            raise TypeError(f"out has dtype {do} but out_dtype={dtype_name(out_dtype)}")
-        out_dtype = do
-    out_dtype = dtype_name(out_dtype) if out_dtype is not None else da
-    if variant != "auto":
-        get_variant(variant)                 # unknown names fail before the GPU is touched
-    if out_dtype not in (da, "float32"):
-        raise TypeError(f"out_dtype {out_dtype} for {da} inputs: the result is {da} or float32")
-    cc = device_capability()
-    cands = _candidates(variant, _input_precision(da, variant, allow_tf32), out_dtype, cc)
+    if kind == "numpy" or SIMULATOR:
+        return _gemm_copying(a, b, variant, out, out_dtype, stream, allow_tf32)
+    fa, pa = _facts(a, kind)
+    fb, pb = _facts(b, array_kind(b)) if array_kind(b) == kind else (None, 0)
+    fo, po = (None, 0) if out is None or array_kind(out) != kind else _facts(out, kind)
+    key = (variant if isinstance(variant, (str, Variant)) else id(variant), out_dtype, allow_tf32,
+           kind, fa, fb, fo, out is None)
+    try:
+        call = _CALLS.get(key)
+    except TypeError:                             # an unhashable argument: checked below
+        call, key = None, None
+    if call is None:
+        call = _prepare(a, b, variant, out, out_dtype, allow_tf32, kind)
+        if key is not None:
+            if len(_CALLS) >= CALL_CACHE_SIZE:
+                _CALLS.clear()
+            _CALLS[key] = call
+    if out is not None and call.spans is not None:
+        sa, sb, so = call.spans
+        if _overlap(po, so, pa, sa) or _overlap(po, so, pb, sb):
+            raise ValueError("out overlaps a or b: the result would overwrite its own inputs")
+    with driver.on_device(call.device):
+        if out is None:
+            out = arrays.new_like(kind, a, call.m, call.n, call.out_dtype)
+            po = arrays.address(out, kind)
+        if call.plan is None:                     # an empty problem: zeros, or nothing to do
+            if call.zero:
+                _zero_fill(out, kind)
+            return out
+        st = runtime.stream_handle(stream) if stream is not None else runtime.current_stream(kind, call.device)
+        call.plan.run(pa, pb, po, st)
+    return out
 
-    st = _stream(stream)
-    if kind == "numpy":
-        result = out if out is not None else np.empty((m, n), dtype=arrays._np_dtype(out_dtype))
-        if m == 0 or n == 0:
-            return result
-        if k == 0:
-            _zero_fill(result, kind)
-            return result
-        from numba import cuda
-        dev_out = cuda.device_array((m, n), dtype=np.uint16 if out_dtype == "bfloat16" else arrays._np_dtype(out_dtype), stream=st)
-        c = as_matrix(dev_out, "out", raw_bf16=out_dtype == "bfloat16")
-    else:
-        result = out if out is not None else arrays.new_like(kind, a, m, n, out_dtype, stream=st)
-        if m == 0 or n == 0:
-            return result
-        if k == 0:
-            _zero_fill(result, kind)
-            return result
-        c = as_matrix(result, "out", described=desc_out if out is not None else None)
-    A = as_matrix(a, "a", stream=st, described=desc_a)
-    B = as_matrix(b, "b", stream=st, described=desc_b)
-    if kind != "numpy" and (c.overlaps(A) or c.overlaps(B)):
+
+def _overlap(p, span, q, span_q) -> bool:
+    return span > 0 and span_q > 0 and p < q + span_q and q < p + span
+
+
+def _prepare(a, b, variant, out, out_dtype, allow_tf32, kind) -> _Call:
+    """Check a GPU call and plan it (a miss of the call cache)."""
+    pr = _Problem(a, b, variant, out, out_dtype, allow_tf32)
+    m, n, k = pr.m, pr.n, pr.k
+    A, B = as_matrix(a, "a", described=pr.desc_a), as_matrix(b, "b", described=pr.desc_b)
+    spans = None
+    if out is not None:
+        C = as_matrix(out, "out", described=pr.desc_out)
+        spans = (A.span_bytes, B.span_bytes, C.span_bytes)
+    else:                                         # the result: new, C-contiguous, aligned
+        C = arrays.Matrix(None, m, n, max(n, 1), False, pr.out_dtype, 0)
+    if out is not None and (C.overlaps(A) or C.overlaps(B)):
         raise ValueError("out overlaps a or b: the result would overwrite its own inputs")
-    if c.trans:          # column-major output: C^T = B^T A^T, written row-major
-        A, B, c = B.transposed(), A.transposed(), c.transposed()
-    _pick(cands, A, B, c, named=variant != "auto").launch(A, B, c, st)
+    if m == 0 or n == 0 or k == 0:
+        return _Call(pr.device, None, m, n, pr.out_dtype, spans, zero=k == 0)
+    with driver.on_device(pr.device):
+        plan = pr.plan(A, B, C)
+    return _Call(pr.device, plan, m, n, pr.out_dtype, spans)
+
+
+def _gemm_copying(a, b, variant, out, out_dtype, stream, allow_tf32):
+    """NumPy operands (copied to the device and back on the stream, which is then synchronized),
+    and every call under the simulator."""
+    from numba import cuda
+    pr = _Problem(a, b, variant, out, out_dtype, allow_tf32)
+    m, n, k, kind = pr.m, pr.n, pr.k, pr.kind
     if kind == "numpy":
-        host = arrays.to_host(dev_out, out_dtype, stream=st)
-        st.synchronize()
-        result[...] = host
+        result = out if out is not None else np.empty((m, n), dtype=arrays.np_dtype(pr.out_dtype))
+        if out is not None and (np.shares_memory(out, a) or np.shares_memory(out, b)):
+            raise ValueError("out overlaps a or b: the result would overwrite its own inputs")
+    else:
+        result = out if out is not None else arrays.new_like(kind, a, m, n, pr.out_dtype)
+    if m == 0 or n == 0:
+        return result
+    if k == 0:
+        _zero_fill(result, kind)
+        return result
+    ctx = contextlib.nullcontext() if SIMULATOR else driver.on_device(pr.device)
+    with ctx:
+        st = runtime.stream_handle(stream) if stream is not None else (
+            0 if SIMULATOR else runtime.current_stream(kind, pr.device))
+        if kind == "numpy" and not SIMULATOR and driver.stream_is_capturing(st):
+            raise CaptureError("NumPy operands are copied to the GPU and back with a synchronization, "
+                               "which a CUDA graph cannot capture: pass GPU arrays")
+        nst = 0 if SIMULATOR else runtime.numba_stream(st)
+        A = as_matrix(a, "a", stream=nst, described=pr.desc_a)
+        B = as_matrix(b, "b", stream=nst, described=pr.desc_b)
+        if kind == "numpy":
+            raw = np.uint16 if pr.out_dtype == "bfloat16" else arrays.np_dtype(pr.out_dtype)
+            dev_out = cuda.device_array((m, n), dtype=raw, stream=nst)
+            C = as_matrix(dev_out, "out", raw_bf16=pr.out_dtype == "bfloat16")
+        else:
+            C = as_matrix(result, "out", described=pr.desc_out)
+            if out is not None and (C.overlaps(A) or C.overlaps(B)):
+                raise ValueError("out overlaps a or b: the result would overwrite its own inputs")
+        plan = pr.plan(A, B, C)
+        handle = (lambda x: x.data) if SIMULATOR else (lambda x: x.ptr)
+        plan.run(handle(A), handle(B), handle(C), st)
+        if kind == "numpy":
+            host = arrays.to_host(dev_out, pr.out_dtype, stream=nst)
+            if not SIMULATOR:
+                nst.synchronize()
+            result[...] = host
     return result
 
 

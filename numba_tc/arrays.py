@@ -17,9 +17,10 @@ from typing import Any, Tuple
 
 import numpy as np
 
-from .link import SIMULATOR
+from .intrinsics import SIMULATOR
 
-__all__ = ["Matrix", "as_matrix", "array_kind", "dtype_name", "SUPPORTED_DTYPES"]
+__all__ = ["Matrix", "as_matrix", "array_kind", "dtype_name", "describe", "address", "new_like", "np_dtype",
+           "SUPPORTED_DTYPES"]
 
 SUPPORTED_DTYPES = ("float32", "float16", "bfloat16")
 
@@ -48,17 +49,26 @@ def dtype_name(dt) -> str:
     return name
 
 
+_KINDS: dict = {}
+
+
 def array_kind(x) -> str:
     """'numpy', 'torch', 'numba' or 'cuda' (another __cuda_array_interface__ object, e.g. CuPy)."""
+    t = type(x)
+    kind = _KINDS.get(t)
+    if kind is not None:
+        return kind
     if isinstance(x, np.ndarray):
-        return "numpy"
-    mod = type(x).__module__
-    if mod.startswith("torch"):
-        return "torch"
-    if mod.startswith("numba"):
-        return "numba"
-    if hasattr(x, "__cuda_array_interface__"):
-        return "cuda"
+        kind = "numpy"
+    elif t.__module__.startswith("torch"):
+        kind = "torch"
+    elif t.__module__.startswith("numba"):
+        kind = "numba"
+    elif hasattr(x, "__cuda_array_interface__"):
+        kind = "cuda"
+    if kind is not None:
+        _KINDS[t] = kind
+        return kind
     raise TypeError(f"unsupported operand type {type(x).__name__}: pass a NumPy array, a Numba "
                     "device array, a CuPy array or a torch CUDA tensor")
 
@@ -89,6 +99,11 @@ class Matrix:
         return self.ptr % (2 * self.itemsize) == 0 and self.ld % 2 == 0
 
     @property
+    def span_bytes(self) -> int:
+        """Bytes from the operand's first element to just past its last."""
+        return self.extent * self.itemsize
+
+    @property
     def extent(self) -> int:
         """Elements from the operand's first to its last (the span a flat view covers)."""
         if self.rows == 0 or self.cols == 0:
@@ -107,8 +122,8 @@ class Matrix:
         """Whether the memory spans of two operands intersect."""
         if self.extent == 0 or other.extent == 0:
             return False
-        return (self.ptr < other.ptr + other.extent * other.itemsize
-                and other.ptr < self.ptr + self.extent * self.itemsize)
+        return (self.ptr < other.ptr + other.span_bytes
+                and other.ptr < self.ptr + self.span_bytes)
 
     def transposed(self) -> "Matrix":
         """The same memory read as the transpose (cols x rows)."""
@@ -144,7 +159,7 @@ def _flat_view(ptr: int, n: int, typestr: str, owner):
 _TYPESTR = {"float32": "<f4", "float16": "<u2", "bfloat16": "<u2", "float64": "<f8"}
 
 
-def _describe(x, name: str):
+def describe(x, name: str):
     """(kind, shape, element strides, dtype name, device pointer; None for NumPy arrays)."""
     kind = array_kind(x)
     if kind == "numpy":
@@ -170,8 +185,8 @@ def as_matrix(x, name: str, stream=0, raw_bf16: bool = False, described=None) ->
     """Normalise one operand. NumPy arrays are copied to the device (``Matrix.owner`` keeps the
     device copy). ``raw_bf16``: x is a uint16 device array holding bfloat16 words (Numba has no
     bfloat16 arrays; api.gemm allocates one for a NumPy bfloat16 result). ``described``: what
-    ``_describe(x, name)`` returned, if the caller has it already."""
-    kind, shape, strides, dtype, ptr = described or _describe(x, name)
+    ``describe(x, name)`` returned, if the caller has it already."""
+    kind, shape, strides, dtype, ptr = described or describe(x, name)
     if raw_bf16 and dtype == "uint16":
         dtype = "bfloat16"
     if len(shape) != 2:
@@ -201,24 +216,33 @@ def as_matrix(x, name: str, stream=0, raw_bf16: bool = False, described=None) ->
     return m
 
 
+def address(x, kind: str) -> int:
+    """The device address of a GPU array's first element."""
+    if kind == "torch":
+        return x.data_ptr()
+    return x.__cuda_array_interface__["data"][0]
+
+
 def new_like(kind: str, like, rows: int, cols: int, dtype: str, stream=0):
-    """A new C-contiguous (rows x cols) array of ``dtype`` of the same kind (and device) as ``like``."""
+    """A new C-contiguous (rows x cols) array of ``dtype`` of the same kind (and device) as
+    ``like`` (Numba arrays: on the current context's device, which the caller has made the
+    operands' device)."""
     if kind == "torch":
         import torch
-        return torch.empty((rows, cols), dtype=getattr(torch, dtype), device=like.device)
+        return like.new_empty((rows, cols), dtype=getattr(torch, dtype))
     if kind == "cuda":
         try:
             import cupy
             if isinstance(like, cupy.ndarray):
                 with cupy.cuda.Device(like.device.id):
-                    return cupy.empty((rows, cols), dtype=_np_dtype(dtype))
+                    return cupy.empty((rows, cols), dtype=np_dtype(dtype))
         except ImportError:
             pass
     from numba import cuda
-    return cuda.device_array((rows, cols), dtype=_np_dtype(dtype), stream=stream)
+    return cuda.device_array((rows, cols), dtype=np_dtype(dtype), stream=stream)
 
 
-def _np_dtype(dtype: str):
+def np_dtype(dtype: str):
     if dtype == "bfloat16":
         import ml_dtypes
         return np.dtype(ml_dtypes.bfloat16)
@@ -228,5 +252,5 @@ def _np_dtype(dtype: str):
 def to_host(dev_array, dtype: str, stream=0) -> np.ndarray:
     out = dev_array.copy_to_host(stream=stream)
     if dtype in ("bfloat16",):
-        out = out.view(_np_dtype(dtype))
+        out = out.view(np_dtype(dtype))
     return out

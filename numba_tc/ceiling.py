@@ -10,12 +10,11 @@ Hopper ladder exists).
 """
 from __future__ import annotations
 
-import functools
-
 from numba import cuda, float32, uint32
 
-from .jit import device, kernel, unrolled
-from .link import mma_bf16_m16n8k16, mma_f16_m16n8k16, ptr
+from .intrinsics import f32_ptr, ptr
+from .jit import device, kernel, kernel_factory, unrolled
+from .primitives import mma_bf16_m16n8k16, mma_f16_m16n8k16
 
 __all__ = ["ceiling_kernel", "measure", "CHAINS"]
 
@@ -33,7 +32,7 @@ def _chain(c, pacc, pa, pb, MMA):
 _chains = unrolled(_chain, 16)
 
 
-@functools.lru_cache(maxsize=None)
+@kernel_factory
 def ceiling_kernel(dtype: str):
     MMA = _MMA[dtype]
 
@@ -53,20 +52,28 @@ def ceiling_kernel(dtype: str):
         s = float32(0)
         for i in range(NACC):
             s += acc[i]
-        out[cuda.grid(1)] = s                    # keeps every mma live
+        f32_ptr(out)[cuda.grid(1)] = s           # keeps every mma live
 
-    return kernel(mma_ceiling, launch_bounds=(128, 4), cache=False)
+    return kernel(mma_ceiling, ("i64", "i64"), launch_bounds=(128, 4))
 
 
 def measure(dtype: str = "bfloat16", iters: int = 4096, blocks_per_sm: int = 4, budget_s: float = 0.5) -> float:
-    """TFLOP/s of the register-only mma.sync kernel on this GPU (CUDA-event median)."""
+    """TFLOP/s of the register-only mma.sync kernel on the current GPU (CUDA-event median)."""
     import numpy as np
+    from . import driver
+    from .api import _default_device
     from .bench import time_gpu
-    from .link import sm_count
-    k = ceiling_kernel(dtype)
-    grid = sm_count() * blocks_per_sm
+    from .plan import Plan, Step
+    dev = _default_device()
+    grid = driver.sm_count(dev) * blocks_per_sm
     out = cuda.device_array(grid * 128, np.float32)
-    ms = time_gpu(lambda: k[grid, 128](out, iters), budget_s=budget_s)
+    plan = Plan([Step(ceiling_kernel(dtype), grid, 128, lambda pa, pb, pc: (pc, iters))], dev, False, None)
+    addr = out.device_ctypes_pointer.value
+
+    def run():
+        with driver.on_device(dev):
+            plan.run(0, 0, addr, 0)
+    ms = time_gpu(run, budget_s=budget_s)
     flop = FLOP_PER_MMA * CHAINS * iters * grid * 4          # 4 warps per block
     return flop / ms / 1e9
 

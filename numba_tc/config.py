@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Callable, Optional, Tuple
 
+from .errors import ConfigError
+
 __all__ = ["ConfigError", "SimtConfig", "MmaConfig", "WgmmaConfig", "Variant", "STATIC_SMEM_LIMIT", "MAX_THREADS",
            "SMEM_PER_BLOCK_MAX"]
 
@@ -17,10 +19,6 @@ MAX_THREADS = 1024              # threads per block (all CUDA GPUs)
 SMEM_PER_BLOCK_MAX = 227 * 1024   # opt-in dynamic shared memory per block on sm_90 (232448 bytes)
 SMEM_PER_SM = 228 * 1024          # shared memory per SM on sm_90 (each block also reserves 1 KiB)
 WARP = 32
-
-
-class ConfigError(ValueError):
-    """A tile configuration that cannot work (raised at construction)."""
 
 
 def _need(cond: bool, what: str) -> None:
@@ -250,7 +248,6 @@ class WgmmaConfig:
     cluster: int = 1                # rung 6: blocks per cluster along M, sharing B by TMA multicast
     tma_store: bool = False         # rung 7: epilogue staged in shared memory, written by TMA
     epi_boxes: int = 2              # 8 KiB output boxes per consumer in that ring (2: double buffer)
-    stream_k: bool = False          # the last, partial round of tiles dealt out as runs of K slices
     group_m: int = 8                # tile order: groups of group_m block rows share B tiles in L2
     max_stages: int = 6
     min_blocks: int = 1
@@ -278,7 +275,7 @@ class WgmmaConfig:
 
     @property
     def barrier_bytes(self) -> int:
-        return 16 * self.max_stages + 16     # a full and an empty mbarrier per stage; a flag word
+        return 16 * self.max_stages          # a full and an empty mbarrier per stage
 
     @property
     def epilogue_bytes(self) -> int:
@@ -323,7 +320,6 @@ class WgmmaConfig:
         _need(self.cluster == 1 or self.producer, "clusters build on the producer warpgroup")
         _need(not self.tma_store or self.producer, "the TMA-store epilogue builds on the producer warpgroup")
         _need(self.epi_boxes in (1, 2, 4, 8), f"epi_boxes={self.epi_boxes}: 1, 2, 4 or 8 output boxes")
-        _need(not self.stream_k or self.persistent, "stream-K deals work out to a persistent grid")
         _need(self.min_blocks >= 1 and self.min_blocks * self.threads <= 2048,
               f"min_blocks={self.min_blocks} x {self.threads} threads exceeds 2048 threads per SM")
         _need(self.group_m >= 1, "group_m must be >= 1")
@@ -336,10 +332,12 @@ class WgmmaConfig:
 
 @dataclass(frozen=True)
 class Variant:
-    """One runnable GEMM: where it sits on its ladder, what it takes, and how it launches.
+    """One runnable GEMM: where it sits on its ladder, what it takes, and how it plans launches.
 
-    ``launch(a, b, c, stream)`` receives normalised operands (``numba_tc.arrays.Matrix``) and
-    enqueues the kernel; ``api.gemm`` does all checking and allocation before calling it.
+    ``plan(a, b, c, device)`` receives normalised operands (``numba_tc.arrays.Matrix``) and returns
+    the launches (``plan.Step``) that compute C; ``api.gemm`` does all checking and allocation
+    before, and caches the plan (``plan.Plan``). ``kernels(dtype)`` lists the kernels it runs for
+    aligned operands of that input dtype in each layout (ahead-of-time compiles).
     """
     name: str
     ladder: str                       # "simt", "mma" or "wgmma"
@@ -347,13 +345,14 @@ class Variant:
     dtypes: Tuple[str, ...]           # input dtypes taken, e.g. ("float32",)
     min_cc: Tuple[int, int]           # compute capability needed
     note: str                         # what this rung adds over the one below
-    launch: Callable = field(repr=False, compare=False)
+    plan: Callable = field(repr=False, compare=False)
     config: Optional[object] = None
     out_dtypes: Tuple[str, ...] = ("float32",)
     # check(a, b, c) -> None, or why these (normalised) operands cannot run on this variant (e.g.
     # TMA's 16-byte row alignment); "auto" then falls back to the next variant down.
     check: Optional[Callable] = field(default=None, repr=False, compare=False)
     max_cc: Optional[Tuple[int, int]] = None   # newest compute capability (wgmma is sm_90a only)
+    kernels: Optional[Callable] = field(default=None, repr=False, compare=False)
 
     def refuses(self, a, b, c) -> Optional[str]:
         return self.check(a, b, c) if self.check is not None else None

@@ -3,7 +3,8 @@
 from numba import cuda, float32, uint32
 
 from . import layout
-from .link import ldsm_x2, ldsm_x4, mma_f16_m16n8k16, ptr, smem_addr
+from .intrinsics import ptr
+from .primitives import ldsm_x2, ldsm_x4, mma_f16_m16n8k16, smem_addr
 
 __all__ = ["mma_16x8x16"]
 

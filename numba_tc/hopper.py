@@ -25,46 +25,43 @@ by exactly their note:
    ``hopper`` multicasts B as rung 6 does (523 -> 758 TFLOP/s at 4096^3). Problems whose 128x256
    tiles would leave SMs idle take 128x128 tiles. ``pick_config`` chooses, per problem.
 
-Built and measured, off in every rung: ``WgmmaConfig.stream_k`` deals the last, partial round of
-tiles out as equal runs of K slices (``schedule.stream_k``), partial sums through an fp32
-workspace, the last piece of a tile adding them up (``_fixup``). On the H100 it lost on every
-shape it touched (4096^3: 0.98x -> 0.88x cuBLAS; benchmarks/NOTES.md, session 8).
+Stream-K over the last, partial round of a persistent grid was built and measured in session 8
+and lost on every shape it touched (benchmarks/NOTES.md); it was removed.
 
 Conventions (as in ``tensorcore.py``): C (M x N, row-major, ``ldc``) = A (M x K) @ B (K x N);
 ``ta``/``tb`` say A/B are column-major. Each operand is loaded as it lies in global memory: a
 k-major one (A row-major, B column-major) as one TMA box of [rows][64 k], an mn-major one as
 boxes of [64 k][64 mn], read by wgmma with its transpose flag; no layout needs a host copy.
 Ragged M, N, K: TMA zero-fills boxes past the edges and the epilogue writes only inside C.
-TMA needs 16-byte aligned rows (``link.tma_requirements``); other operands are refused with the
+TMA needs 16-byte aligned rows (``tensormap.tma_requirements``); other operands are refused with the
 reason, and ``variant="auto"`` falls back to the mma.sync ladder for them.
 """
 from __future__ import annotations
 
-import functools
-
-from numba import cuda, float32, int64, uint32
+from numba import cuda, float32, uint32
 
 from . import layout
 from .config import Variant, WgmmaConfig
-from .jit import device, kernel, unrolled
+from .intrinsics import ptr
+from .jit import device, kernel, kernel_factory, unrolled
 from .layout import c_fragment, chunk_offset, wgmma_desc, wgmma_operand_offset
-from .link import (add_partial4, atom_add_gpu, cluster_ctarank, cluster_sync, fence_gpu, fence_proxy_async,
-                   lds_u32, mbar_arrive, mbar_arrive_cluster, mbar_expect_tx, mbar_fence_init, mbar_init,
-                   mbar_wait, named_barrier, ptr, setmaxnreg_dec, setmaxnreg_inc, smem_addr, st_gpu_s32,
-                   st_partial4, sts_out2, sts_u32, tma_load_2d,
-                   tma_load_2d_multicast, tma_prefetch_map, tma_requirements, tma_rows_fast, tma_store_2d,
-                   tma_store_commit, tma_store_wait_all, tma_store_wait_read, wgmma_commit,
-                   wgmma_fence, wgmma_m64n64k16, wgmma_m64n128k16, wgmma_m64n256k16, wgmma_wait)
-from .schedule import balanced_workers, cdiv, stream_k, tile_origin
+from .plan import Step
+from .primitives import (cluster_ctarank, cluster_sync, fence_proxy_async, mbar_arrive, mbar_arrive_cluster,
+                         mbar_expect_tx, mbar_fence_init, mbar_init, mbar_wait, named_barrier, setmaxnreg_dec,
+                         setmaxnreg_inc, smem_addr, sts_out2, tma_load_2d, tma_load_2d_multicast,
+                         tma_prefetch_map, tma_store_2d, tma_store_commit, tma_store_wait_all,
+                         tma_store_wait_read, wgmma_commit, wgmma_fence, wgmma_m64n64k16, wgmma_m64n128k16,
+                         wgmma_m64n256k16, wgmma_wait)
+from .schedule import balanced_workers, cdiv, tile_origin
 from .tensorcore import OUT_KIND, store_fragments
+from .tensormap import MAP_BYTES, encode, tma_requirements, tma_rows_fast
 
-__all__ = ["RUNGS", "wgmma_kernel", "SIGNATURE", "KIND"]
+__all__ = ["RUNGS", "wgmma_kernel", "PARAMS", "KIND"]
 
 KIND = {"float16": 0, "bfloat16": 1}            # ptx/hopper.cu wgmma input kinds
 _WGMMA = {64: wgmma_m64n64k16, 128: wgmma_m64n128k16, 256: wgmma_m64n256k16}
-BK = 64                                        # K elements per slice (one 128-byte swizzled row)
-SIGNATURE = (int64,) * 12                      # tensor maps A, B, C; C; M, N, K; ldc; stream-K:
-                                               # workspace, counters, whole tiles, share
+# Kernel parameters: tensor maps of A, B and C (by value); C's address; M, N, K; ldc
+PARAMS = ("map",) * 3 + ("i64",) * 5
 
 
 # ---------------------------------------------------------------------------------------------
@@ -182,69 +179,6 @@ def _advance(s, ph, S):
 
 
 @device
-def _next_piece(ct, g, g_end, nclusters, WHOLE, ktiles):
-    """The next piece of a persistent cluster's work (``schedule.stream_k_pieces`` is the
-    reference): whole tiles ct, ct + nclusters, .. below WHOLE, then its run of the tail's K
-    slices, g..g_end, one piece per tile. Returns (ct, g, tile, k0, k1); tile -1: done."""
-    if ct < WHOLE:
-        return ct + nclusters, g, ct, 0, ktiles
-    if g < g_end:
-        s = g // ktiles
-        k0 = g - s * ktiles
-        k1 = min(ktiles, k0 + g_end - g)
-        return ct, g + k1 - k0, WHOLE + s, k0, k1
-    return ct, g, -1, 0, 0
-
-
-@device
-def _st_partial(t, pacc, slot, ctid, NTC):
-    """Accumulators 4t..4t+3 of consumer thread ctid into a partial-tile slot, laid out
-    [4-float group][thread] so that a warp's stores are 512 contiguous bytes."""
-    st_partial4(slot + (t * NTC + ctid) * 16, pacc, 4 * t)
-
-
-@device
-def _add_partial(t, pacc, slot, ctid, NTC):
-    add_partial4(pacc, 4 * t, slot + (t * NTC + ctid) * 16)
-
-
-_st_partials = unrolled(_st_partial, 32)
-_add_partials = unrolled(_add_partial, 32)
-
-
-@device
-def _fixup(pacc, ctid, WS, FLAGS, flag, tile, cid, rank, WHOLE, SHARE, ktiles, CL, NACC, NTC, BAR):
-    """A stream-K piece of a tile is done: store its partial sum, count it,
-    and if it is the tile's last piece to finish, add the others' partial sums into the
-    accumulators and return True (this CTA writes the tile out). Every piece of the tile comes
-    from one of the consecutive workers w0..w1; each has a slot of BM x BN floats per CTA rank."""
-    s = tile - WHOLE
-    w0 = (s * ktiles) // SHARE
-    w1 = ((s + 1) * ktiles - 1) // SHARE
-    maxp = (ktiles + SHARE - 1) // SHARE + 1
-    size = NTC * NACC * 4
-    base = WS + (s * maxp * CL + rank) * size
-    _st_partials(NACC // 4, pacc, base + (cid - w0) * CL * size, ctid, NTC)
-    fence_gpu()                                   # this thread's partial, before the count
-    named_barrier(BAR, NTC)
-    if ctid == 0:
-        counter = FLAGS + (s * CL + rank) * 4
-        last = atom_add_gpu(counter, 1) == w1 - w0
-        if last:
-            st_gpu_s32(counter, 0)                # ready for the next launch
-        sts_u32(flag, uint32(1) if last else uint32(0))
-    named_barrier(BAR, NTC)
-    last = lds_u32(flag) != 0
-    if last:
-        fence_gpu()                               # the other pieces' partials, after the count
-        for j in range(w1 - w0 + 1):
-            if j != cid - w0:
-                _add_partials(NACC // 4, pacc, base + j * CL * size, ctid, NTC)
-    named_barrier(BAR, NTC)                       # the flag word is read before it is rewritten
-    return last
-
-
-@device
 def _cluster_tile(ct, rank, grid_m, grid_n, GROUP, BM, BN, CL):
     """Origin of this CTA's tile in cluster tile ``ct``: the CL blocks of a cluster take CL
     tiles stacked along M (the same B tile), in grouped order."""
@@ -252,15 +186,7 @@ def _cluster_tile(ct, rank, grid_m, grid_n, GROUP, BM, BN, CL):
     return cm0 + rank * BM, bn0
 
 
-@device
-def _next_work(ct, g, g_end, nclusters, WHOLE, ktiles, rank, grid_m, grid_n, GROUP, BM, BN, CL):
-    """``_next_piece``, and the origin of this CTA's tile in it: (ct, g, tile, k0, k1, bm0, bn0)."""
-    ct, g, tile, k0, k1 = _next_piece(ct, g, g_end, nclusters, WHOLE, ktiles)
-    bm0, bn0 = _cluster_tile(tile, rank, grid_m, grid_n, GROUP, BM, BN, CL)
-    return ct, g, tile, k0, k1, bm0, bn0
-
-
-@functools.lru_cache(maxsize=None)
+@kernel_factory
 def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool, vc: bool,
                  tma_c: bool = False):
     """The Hopper kernel for one configuration, input type, output type and operand layout.
@@ -275,6 +201,7 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
     NI = BN // 8
     A_KM, B_KM = not ta, tb                     # k-major: K contiguous
     TA, TB = int(not A_KM), int(not B_KM)       # wgmma transpose flags: operand is mn-major
+    BK = cfg.bk
     A_BYTES = BM * BK * 2
     STAGE = cfg.stage_bytes
     KND = KIND[dtype]
@@ -287,10 +214,8 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
     EB = cfg.epi_boxes
     NT = cfg.threads
     EMPTY_ARRIVALS = CONS * 4 * CL              # lane 0 of every consumer warp of the cluster
-    SK = cfg.stream_k
-    FIX_BAR = 8                                 # named barrier of the consumers' stream-K fix-up
 
-    def wgmma_gemm(TMA_A, TMA_B, TMC, C, M, N, K, ldc, WS, FLAGS, WHOLE, SHARE):
+    def wgmma_gemm(TMA_A, TMA_B, TMC, C, M, N, K, ldc):
         smem = cuda.shared.array(0, uint32)
         sbase = (smem_addr(ptr(smem)) + 1023) & ~1023    # the swizzle repeats every 1024 bytes
         ebase = sbase + S * STAGE                         # output boxes (tma_store)
@@ -343,27 +268,19 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
 
         # Rungs 3-7: warpgroup CONS produces, warpgroups 0..CONS-1 consume. Cluster tiles cid,
         # cid + clusters, .. (one per cluster unless the grid is persistent).
-        # Pieces of work (``_next_piece``): whole tiles below WHOLE, then (stream-K) this
-        # cluster's run of SHARE K slices of the remaining tiles.
         rank = cluster_ctarank() if CL > 1 else 0
         cid = cuda.blockIdx.x // CL
         nclusters = cuda.gridDim.x // CL
         ntiles = ((grid_m + CL - 1) // CL) * grid_n
-        g_end = min((cid + 1) * SHARE, (ntiles - WHOLE) * ktiles)
         if wg == CONS:
             if REG_P > 0:
                 setmaxnreg_dec(REG_P)
             if tid == CONS * 128:
                 s = 0
                 ph = 0
-                ct = cid
-                g = cid * SHARE
-                while True:
-                    ct, g, tile, k0, k1, bm0, bn0 = _next_work(ct, g, g_end, nclusters, WHOLE, ktiles, rank,
-                                                              grid_m, grid_n, GROUP, BM, BN, CL)
-                    if tile < 0:
-                        break
-                    for t in range(k0, k1):
+                for ct in range(cid, ntiles, nclusters):
+                    bm0, bn0 = _cluster_tile(ct, rank, grid_m, grid_n, GROUP, BM, BN, CL)
+                    for t in range(ktiles):
                         mbar_wait(bars + 8 * (S + s), ph ^ 1)     # the cluster released the stage
                         _produce(TMA_A, TMA_B, sbase + s * STAGE, bars + 8 * s, bm0, bn0, t * BK, rank,
                                  A_KM, B_KM, BM, BN, A_BYTES, STAGE, CL)
@@ -375,30 +292,21 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
             s = 0
             ph = 0
             nbox = 0
-            ct = cid
-            g = cid * SHARE
-            while True:
-                ct, g, tile, k0, k1, bm0, bn0 = _next_work(ct, g, g_end, nclusters, WHOLE, ktiles, rank,
-                                                          grid_m, grid_n, GROUP, BM, BN, CL)
-                if tile < 0:
-                    break
+            for ct in range(cid, ntiles, nclusters):
+                bm0, bn0 = _cluster_tile(ct, rank, grid_m, grid_n, GROUP, BM, BN, CL)
                 for i in range(NACC):
                     acc[i] = float32(0)
                 prev = 0
-                for t in range(k0, k1):
+                for t in range(ktiles):
                     _consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0, A_BYTES, A_KM, B_KM, TA, TB, MI, BN, KND, WG)
                     wgmma_wait(1)                         # the slice before this one is done:
-                    if t > k0 and lane == 0:              # release its stage (in every CTA)
+                    if t > 0 and lane == 0:               # release its stage (in every CTA)
                         _release(bars + 8 * (S + prev), CL)
                     prev = s
                     s, ph = _advance(s, ph, S)
                 wgmma_wait(0)
                 if lane == 0:
                     _release(bars + 8 * (S + prev), CL)
-                if SK and k1 - k0 < ktiles:               # a stream-K piece: sum up, or leave
-                    if not _fixup(pacc, tid, WS, FLAGS, bars + 16 * S, tile, cid, rank, WHOLE, SHARE,
-                                  ktiles, CL, NACC, CONS * 128, FIX_BAR):
-                        continue
                 if TMA_C:
                     _store_boxes(MI * NBOX, acc, TMC, ebase + wg * (EB * 8192), nbox, bm0 + a_row0, bn0, tw,
                                  lane, BN, NBOX, COLS, OUT_ITEM, OUT_K, 1 + wg, EB)
@@ -410,7 +318,7 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
         if CL > 1:
             cluster_sync()          # no CTA leaves while a peer may still multicast into it
 
-    return kernel(wgmma_gemm, launch_bounds=(NT, cfg.min_blocks), cache=False)
+    return kernel(wgmma_gemm, PARAMS, launch_bounds=(NT, cfg.min_blocks))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -426,7 +334,7 @@ def _check(a, b, c):
 
 def pick_config(cfgs, m: int, n: int, slow_b: bool, sms: int) -> WgmmaConfig:
     """The configuration for one problem: of those that multicast B (cluster > 1) if B's rows
-    load slowly (``slow_b``, see ``link.tma_rows_fast``), else of those that do not, the first
+    load slowly (``slow_b``, see ``tensormap.tma_rows_fast``), else of those that do not, the first
     (largest tile) whose tiles keep more than half the SMs busy, or the last (smallest). 1024^3
     is 32 tiles of 128x256 for 132 SMs: 128x128 tiles run it at 188 vs 132 TFLOP/s; 2048^3 is
     128, and there the larger tile is faster (626 vs 609)."""
@@ -439,89 +347,80 @@ def pick_config(cfgs, m: int, n: int, slow_b: bool, sms: int) -> WgmmaConfig:
 
 
 def operand_maps(cfg: WgmmaConfig, a, b):
-    """Device addresses of A's and B's tensor maps: a k-major operand in boxes of [rows][64 k],
-    an mn-major one in boxes of [64 k][64 mn] (see ``link.tensor_map``; cached)."""
-    from .link import tensor_map
+    """The tensor-map arguments of A and B but their addresses, ``(dtype, cols, rows, ld,
+    box_cols, box_rows)`` for ``tensormap.encode``: a k-major operand in boxes of [rows][bk], an
+    mn-major one in boxes of [bk][64 mn] (``layout.BOX_BYTES``)."""
+    bk = cfg.bk
     if not a.trans:     # A row-major: M rows of K
-        ma = tensor_map(a.ptr, a.dtype, a.cols, a.rows, a.ld, BK, cfg.bm)
-    else:               # A column-major: K rows of M
-        ma = tensor_map(a.ptr, a.dtype, a.rows, a.cols, a.ld, 64, BK)
+        ma = (a.dtype, a.cols, a.rows, a.ld, bk, cfg.bm)
+    else:               # A column-major: K rows of M, one 128-byte swizzled row of M per box row
+        ma = (a.dtype, a.rows, a.cols, a.ld, layout.ROW_BYTES // a.itemsize, bk)
     if b.trans:         # B column-major: N rows of K (each CTA of a cluster loads 1/cluster of them)
-        mb = tensor_map(b.ptr, b.dtype, b.rows, b.cols, b.ld, BK, cfg.bn // cfg.cluster)
+        mb = (b.dtype, b.rows, b.cols, b.ld, bk, cfg.bn // cfg.cluster)
     else:               # B row-major: K rows of N
-        mb = tensor_map(b.ptr, b.dtype, b.cols, b.rows, b.ld, 64, BK)
+        mb = (b.dtype, b.cols, b.rows, b.ld, layout.ROW_BYTES // b.itemsize, bk)
     return ma, mb
 
 
-def work_plan(cfg: WgmmaConfig, m: int, n: int, k: int, resident: int = 0):
-    """``(blocks, whole, share)``: the blocks to launch, the (cluster) tiles done whole, and the
-    K slices per stream-K run (0: none). Not persistent: one block per tile (tiles of a cluster
-    padded to whole clusters). Persistent: of the ``resident`` blocks that fit at once (default
-    one per SM), with stream-K (``schedule.stream_k``) all that have work, else as many whole
+def output_map(cfg: WgmmaConfig, c):
+    """C's tensor-map arguments but its address for the TMA-store epilogue (boxes of 64 rows x
+    128 bytes, 128B swizzle, clipped at C's edges), or None when this rung does not store by
+    TMA or C's rows are not aligned for it."""
+    if not cfg.tma_store or tma_requirements(c.ptr, c.ld, c.itemsize):
+        return None
+    return (c.dtype, c.cols, c.rows, c.ld, 128 // c.itemsize, 64)
+
+
+def work_plan(cfg: WgmmaConfig, m: int, n: int, resident: int) -> int:
+    """The blocks to launch. Not persistent: one block per tile (tiles of a cluster padded to
+    whole clusters). Persistent: of the ``resident`` blocks that fit at once, as many whole
     clusters as take the tiles in the fewest rounds, each the same number of tiles
     (``schedule.balanced_workers``)."""
-    from .link import sm_count
     cl = cfg.cluster
     tiles = cdiv(cdiv(m, cfg.bm), cl) * cdiv(n, cfg.bn)
     if not cfg.persistent:
-        return tiles * cl, tiles, 0
-    slots = (resident or sm_count() * cfg.min_blocks) // cl
-    ktiles = cdiv(k, BK)
-    whole, share = stream_k(tiles, slots, ktiles) if cfg.stream_k else (tiles, 0)
-    if share == 0:
-        return balanced_workers(tiles, slots) * cl, tiles, 0
-    workers = slots if whole else cdiv((tiles - whole) * ktiles, share)
-    return workers * cl, whole, share
+        return tiles * cl
+    return balanced_workers(tiles, resident // cl) * cl
 
 
-def _stream_k_buffers(cfg: WgmmaConfig, tiles: int, whole: int, share: int, ktiles: int, stream):
-    """Device addresses of the partial-sum slots (fp32, one BM x BN tile per piece and CTA) and
-    of the pieces-done counters of the stream-K tiles (zero between launches: the last piece of
-    each tile resets its counter); one pair per device and stream, grown as needed."""
-    from .link import scratch
-    rest = tiles - whole
-    maxp = cdiv(ktiles, share) + 1
-    ws = scratch("stream_k_partials", rest * maxp * cfg.cluster * cfg.bm * cfg.bn * 4, stream)
-    return ws, scratch("stream_k_counters", rest * cfg.cluster * 4, stream, zeroed=True)
+_NO_MAP = bytes(MAP_BYTES)
 
 
-def output_map(cfg: WgmmaConfig, c):
-    """Tensor map of C for the TMA-store epilogue (boxes of 64 rows x 128 bytes, 128B swizzle,
-    clipped at C's edges), or 0 when this rung does not store by TMA or C's rows are not aligned."""
-    from .link import tensor_map
-    if not cfg.tma_store or tma_requirements(c.ptr, c.ld, c.itemsize):
-        return 0
-    return tensor_map(c.ptr, c.dtype, c.cols, c.rows, c.ld, 128 // c.itemsize, 64)
-
-
-def _launch(*cfgs: WgmmaConfig):
-    """A rung's launcher: its configuration (of several, the one ``pick_config`` chooses for the
-    problem), tensor maps and grid."""
-    from .link import enable_dynamic_smem, launch_ex, max_active_clusters, sm_count
-
-    def launch(a, b, c, stream, resident=None):
+def _plan(*cfgs: WgmmaConfig):
+    """A rung's planner: its configuration (of several, the one ``pick_config`` chooses for the
+    problem), kernel, tensor maps and grid."""
+    def plan(a, b, c, dev, resident=None):
         """resident: blocks that run at once (default: as the GPU says; tests force few)."""
+        from . import driver
         cfg = cfgs[0]
         if len(cfgs) > 1:
             slow_b = not tma_rows_fast(b.ptr, b.ld, b.itemsize)
-            cfg = pick_config(cfgs, c.rows, c.cols, slow_b, sm_count())
-        mc = output_map(cfg, c)
-        k = wgmma_kernel(cfg, a.dtype, c.dtype, a.trans, b.trans, c.pairs_aligned, mc != 0)
-        enable_dynamic_smem(k, SIGNATURE, cfg.smem_bytes)
-        ma, mb = operand_maps(cfg, a, b)
+            cfg = pick_config(cfgs, c.rows, c.cols, slow_b, driver.sm_count(dev))
+        ec = output_map(cfg, c)
+        k = wgmma_kernel(cfg, a.dtype, c.dtype, a.trans, b.trans, c.pairs_aligned, ec is not None)
+        fn = driver.load(k, dev)
         if resident is None:
-            resident = 0
+            resident = driver.sm_count(dev) * cfg.min_blocks
             if cfg.cluster > 1 and cfg.persistent:
-                resident = cfg.cluster * max_active_clusters(k, SIGNATURE, cfg.threads, cfg.smem_bytes, cfg.cluster)
-        grid, whole, share = work_plan(cfg, c.rows, c.cols, a.cols, resident)
-        ws = counters = 0
-        if share:
-            tiles = cdiv(cdiv(c.rows, cfg.bm), cfg.cluster) * cdiv(c.cols, cfg.bn)
-            ws, counters = _stream_k_buffers(cfg, tiles, whole, share, cdiv(a.cols, BK), stream)
-        args = (ma, mb, mc, c.ptr, c.rows, c.cols, a.cols, c.ld, ws, counters, whole, share)
-        launch_ex(k, SIGNATURE, grid, cfg.threads, cfg.smem_bytes, stream, cfg.cluster, args)
-    launch.config = cfgs[0]
-    return launch
+                resident = cfg.cluster * driver.max_active_clusters(fn, cfg.threads, cfg.smem_bytes, cfg.cluster)
+        ea, eb = operand_maps(cfg, a, b)
+        m, n, kk, ldc = c.rows, c.cols, a.cols, c.ld
+
+        def args(pa, pb, pc):
+            return (encode(pa, *ea), encode(pb, *eb), encode(pc, *ec) if ec else _NO_MAP, pc, m, n, kk, ldc)
+        return [Step(k, work_plan(cfg, m, n, resident), cfg.threads, args, smem=cfg.smem_bytes,
+                     cluster=cfg.cluster, fn=fn)]
+    plan.config = cfgs[0]
+    return plan
+
+
+def _kernels(cfgs):
+    """The kernels a rung runs for aligned operands of ``dtype`` in each layout, written in the
+    input dtype (for ahead-of-time compiles, ``build.precompile``)."""
+    def kernels(dtype):
+        return [wgmma_kernel(cfg, dtype, dtype, ta, tb, True, cfg.tma_store)
+                for cfg in cfgs for ta in (False, True) for tb in (False, True)]
+    return kernels
 
 
 RUNG1 = WgmmaConfig(bm=64, bn=128, consumers=1, min_blocks=2, max_stages=4)
@@ -546,8 +445,8 @@ _SM90A = (9, 0)
 
 def _variant(name, rung, cfgs, note):
     cfgs = cfgs if isinstance(cfgs, tuple) else (cfgs,)
-    return Variant(name, "wgmma", rung, _IN, _SM90A, note, _launch(*cfgs), cfgs[0], _OUT, check=_check,
-                   max_cc=_SM90A)
+    return Variant(name, "wgmma", rung, _IN, _SM90A, note, _plan(*cfgs), cfgs[0], _OUT, check=_check,
+                   max_cc=_SM90A, kernels=_kernels(cfgs))
 
 
 RUNGS = [
@@ -567,3 +466,9 @@ RUNGS = [
              "by TMA stores (coalesced, asynchronous, clipped at the edges); per problem, 128x128 tiles "
              "where 128x256 would idle SMs, B multicast where its rows are not 32-byte aligned"),
 ]
+
+
+def variant_from(cfgs, name: str) -> Variant:
+    """An unregistered variant of the wgmma kernel with ``cfgs`` (one configuration, or several
+    for ``pick_config`` to choose from per problem; ``api.variant_from``)."""
+    return _variant(name, 0, cfgs, f"the wgmma kernel with {cfgs}")

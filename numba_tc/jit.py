@@ -1,8 +1,15 @@
-"""How numba_tc compiles: lazily, cached on disk, inlined, and unrolled where Numba cannot.
+"""How numba_tc writes kernels: ``Kernel`` specifications, inlined device functions, and loops
+unrolled where Numba cannot.
 
-* ``kernel(fn, launch_bounds=...)``: ``cuda.jit`` with Numba's on-disk cache, so a second process
-  loads the cubin instead of recompiling (the cache is keyed by the kernel's bytecode, the
-  constants it closes over, and the source file's timestamp).
+* ``kernel(fn, params, launch_bounds=..., max_shared=...)``: a kernel is a plain Python function
+  plus what its launch needs: the kinds of its parameters (``"i64"``: an int64 value or device
+  address; ``"map"``: a TMA tensor map passed by value), its launch bounds and its shared-memory
+  carveout. ``build.py`` compiles it (Numba for the body, a generated ``__global__`` entry,
+  nvJitLink) and caches the cubin on disk; ``driver.load`` loads it. Under the CUDA simulator
+  the same function runs through ``cuda.jit``.
+* ``kernel_factory``: kernels are made by factories whose arguments (configuration, dtypes,
+  layouts) are compile-time constants of the closure; the factory's name and arguments are the
+  kernel's identity, the key of every cache.
 * ``device(fn)``: a device function inlined at the LLVM level (``forceinline``): the kernels are
   built from small helpers, and a call left in the hot loop would cost more than it does.
 * ``unrolled(step, n_max)``: Numba has no ``#pragma unroll``, and NVVM declines to fully unroll a
@@ -10,30 +17,71 @@
   ``step(n_max - 1, ...)``, each guarded by ``k < n``; with ``n`` a compile-time constant the
   guards fold, every shared-memory offset becomes an immediate, and the scheduler may overlap one
   step's loads with the previous step's FMAs.
-
-Under the CUDA simulator the options it does not know are dropped; the code is the same.
 """
 from __future__ import annotations
 
+import functools
 import inspect
+from dataclasses import dataclass, field, replace
+from typing import Callable, Optional, Tuple
 
 from numba import cuda, int64
 
-from .link import SIMULATOR
+from .intrinsics import SIMULATOR
 
-__all__ = ["kernel", "device", "unrolled"]
+__all__ = ["Kernel", "kernel", "kernel_factory", "device", "unrolled"]
+
+PARAM_KINDS = ("i64", "map")
 
 
-def kernel(fn, launch_bounds=None, max_shared=False, cache=True):
-    """``cache=False`` for kernels that link ``.cu`` files: Numba's disk cache cannot pickle them
-    ("Cannot pickle CUDACodeLibrary with linking files"); they are cached per process only.
-``max_shared``: ask for the largest shared-memory carveout of L1. Without it the driver
-    may pick a 64 KiB split on Hopper, and a 32 KiB block then runs alone on its SM (seen in
-    Nsight Compute: "Block Limit Shared Mem 1", 12.5% occupancy)."""
-    if SIMULATOR:
-        return cuda.jit(fn)
-    return cuda.jit(fn, cache=cache, launch_bounds=launch_bounds,
-                    shared_memory_carveout="MaxShared" if max_shared else None)
+@dataclass(frozen=True)
+class Kernel:
+    """A kernel as data: the Python function, its parameters' kinds, launch bounds, carveout,
+    and ``key``, the identity every cache uses (set by ``kernel_factory``)."""
+    fn: Callable = field(repr=False, compare=False)
+    params: Tuple[str, ...]
+    launch_bounds: Optional[Tuple[int, int]] = None
+    max_shared: bool = False
+    key: tuple = ()
+
+    @property
+    def name(self) -> str:
+        return f"{self.key[0]}{self.key[1:]}" if self.key else self.fn.__name__
+
+    @property
+    def py_func(self):
+        return self.fn
+
+    @functools.cached_property
+    def simulator(self):
+        """The kernel as a Numba simulator dispatcher (the SIMT ladder runs there)."""
+        return cuda.jit(self.fn)
+
+
+def kernel(fn, params, launch_bounds=None, max_shared=False) -> Kernel:
+    """``fn`` as a kernel with parameters of kinds ``params`` (one per parameter of ``fn``).
+    ``max_shared``: ask for the largest shared-memory carveout of L1."""
+    params = tuple(params)
+    n = len(inspect.signature(fn).parameters)
+    if len(params) != n or any(p not in PARAM_KINDS for p in params):
+        raise ValueError(f"{fn.__name__} takes {n} parameters; params must name each ({PARAM_KINDS}), got {params}")
+    return Kernel(fn, params, tuple(launch_bounds) if launch_bounds else None, max_shared)
+
+
+def kernel_factory(factory):
+    """Decorate a function returning ``kernel(...)``: results are cached, and each kernel's key is
+    the factory's qualified name and its arguments (which must have stable reprs)."""
+    qual = f"{factory.__module__.rsplit('.', 1)[-1]}.{factory.__qualname__}"
+
+    @functools.lru_cache(maxsize=None)
+    def make(*args):
+        return replace(factory(*args), key=(qual,) + tuple(repr(a) for a in args))
+
+    @functools.wraps(factory)
+    def wrapper(*args):
+        return make(*args)
+    wrapper.cache_clear = make.cache_clear
+    return wrapper
 
 
 def device(fn):

@@ -8,7 +8,6 @@ GPU time.
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
@@ -91,57 +90,24 @@ def _parse_sass(sass: str) -> dict:
     return counts
 
 
-@contextlib.contextmanager
-def _offline_device(cc):
-    """Numba compiles a called device function for ``get_current_device().compute_capability``,
-    which needs a driver; offline, answer with the target we compile for."""
-    from numba.cuda import dispatcher
-
-    class _Target:
-        compute_capability = tuple(cc[:2])
-
-    saved = dispatcher.get_current_device
-    dispatcher.get_current_device = lambda: _Target
-    try:
-        yield
-    finally:
-        dispatcher.get_current_device = saved
-
-
-def compile_cubin(pyfunc, sig, cc=(9, 0, "a"), launch_bounds=None, disassemble=True) -> Cubin:
-    """Compile ``pyfunc`` (the Python function behind a ``@cuda.jit`` kernel) for ``cc`` offline.
+def compile_cubin(kernel, sig=None, cc=(9, 0, "a"), launch_bounds=None, disassemble=True) -> Cubin:
+    """Compile a kernel for ``cc`` offline and read its SASS: a numba_tc ``jit.Kernel`` (exactly
+    the cubin the runtime loads, ``build.compile_cubin``), or the Python function of your own
+    ``@cuda.jit`` kernel with its signature ``sig``.
 
     Raises ``RuntimeError`` with nvJitLink's log when the link fails (for example wgmma on plain sm_90).
     """
-    from numba.cuda.compiler import compile_all
-    from cuda.bindings import nvjitlink as J
-
-    with _offline_device(cc):
-        codes, _ = compile_all(pyfunc, sig, device=False, cc=cc, output="ltoir", abi="numba",
-                               launch_bounds=launch_bounds)
+    from . import build
     arch = "sm_%d%d%s" % (cc[0], cc[1], cc[2] if len(cc) > 2 else "")
-    h = J.create(3, [f"-arch={arch}", "-lto", "-Xptxas=-v"])
-    try:
-        for i, c in enumerate(codes):
-            data = bytes(c.code) if hasattr(c, "code") else bytes(c)
-            J.add_data(h, J.InputType.LTOIR, data, len(data), f"input{i}")
-        try:
-            J.complete(h)
-        except Exception as e:  # nvJitLinkError: the log says why
-            n = J.get_error_log_size(h)
-            buf = bytearray(n)
-            J.get_error_log(h, buf)
-            raise RuntimeError(f"nvJitLink failed for {arch}: {buf.decode(errors='replace')}") from e
-        n = J.get_info_log_size(h)
-        buf = bytearray(n)
-        J.get_info_log(h, buf)
-        log = buf.decode(errors="replace")
-        n = J.get_linked_cubin_size(h)
-        cub = bytearray(n)
-        J.get_linked_cubin(h, cub)
-    finally:
-        J.destroy(h)
-    out = Cubin(arch=arch, cubin=bytes(cub), link_log=log)
+    if isinstance(kernel, build_kernel_type()):
+        image, log = build.compile_cubin(kernel, arch)
+    else:
+        from numba.cuda.compiler import compile_all
+        with build._target(cc):
+            codes, _ = compile_all(kernel, sig, device=False, cc=cc, output="ltoir", abi="numba",
+                                   launch_bounds=launch_bounds)
+        image, log = build._link(list(codes), arch)
+    out = Cubin(arch=arch, cubin=image, link_log=log)
     m = re.findall(r"Used (\d+) registers", log)
     out.registers = int(m[-1]) if m else -1
     m = re.findall(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", log)
@@ -161,3 +127,8 @@ def compile_cubin(pyfunc, sig, cc=(9, 0, "a"), launch_bounds=None, disassemble=T
                                       text=True, env=env).stdout
         out.counts = _parse_sass(out.sass)
     return out
+
+
+def build_kernel_type():
+    from .jit import Kernel
+    return Kernel

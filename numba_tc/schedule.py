@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from numba.extending import register_jitable
 
-__all__ = ["cdiv", "tile_origin", "tile_order", "tail_split", "balanced_workers", "stream_k", "stream_k_pieces"]
+__all__ = ["cdiv", "tile_origin", "tile_order", "tail_split", "balanced_workers"]
 
 
 def cdiv(a: int, b: int) -> int:
@@ -60,40 +60,3 @@ def balanced_workers(tiles: int, slots: int) -> int:
     if tiles <= 0 or slots <= 0:
         return max(0, min(tiles, slots))
     return cdiv(tiles, cdiv(tiles, slots))
-
-
-def stream_k(tiles: int, slots: int, ktiles: int, min_piece: int = 4, min_saving: int = 4):
-    """Stream-K over the last, partial round: ``(whole, share)``.
-
-    ``tiles = w * slots + rest``: the first ``whole = w * slots`` tiles go whole to the ``slots``
-    persistent workers (w each); the ``rest * ktiles`` K slices of the other tiles are dealt out
-    in contiguous runs of ``share`` slices, one run per worker, so the last round takes ``share``
-    slices instead of ``ktiles``. A run that covers part of a tile leaves a partial sum, which
-    the last of that tile's pieces to finish adds up (``stream_k_pieces``). 4096^3 in 128x256
-    tiles on 132 SMs: 512 = 3 x 132 + 116 tiles, the last round 57 slices instead of 64.
-    ``(tiles, 0)``: none (a whole last round, or fewer than ``min_saving`` slices saved; a run
-    is at least ``min_piece`` slices long)."""
-    rest = tiles % slots if slots > 0 else 0
-    if rest == 0 or ktiles <= 0:
-        return tiles, 0
-    share = max(cdiv(rest * ktiles, slots), min_piece)
-    if ktiles - share < min_saving:
-        return tiles, 0
-    return tiles - rest, share
-
-
-def stream_k_pieces(worker: int, nworkers: int, whole: int, share: int, tiles: int, ktiles: int):
-    """The work of one persistent worker, as (tile, k0, k1) pieces in the order it does them:
-    tiles worker, worker + nworkers, .. below ``whole``, then its run of K slices
-    ``[worker * share, (worker + 1) * share)`` of the tiles from ``whole`` on, one piece per tile
-    it touches. The kernels walk the same sequence (``hopper._next_piece``); this is its
-    reference, for tests and notebooks."""
-    out = [(t, 0, ktiles) for t in range(worker, whole, nworkers)]
-    g, end = worker * share, min((worker + 1) * share, (tiles - whole) * ktiles)
-    while g < end:
-        s = g // ktiles
-        k0 = g - s * ktiles
-        k1 = min(ktiles, k0 + end - g)
-        out.append((whole + s, k0, k1))
-        g += k1 - k0
-    return out

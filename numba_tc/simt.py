@@ -12,7 +12,8 @@ Conventions, shared by every rung:
   layout is a compile-time constant, so each kernel is specialised and the branch folds away.
 * Every access is bounds-checked against M, N, K (tiles past an edge read zeros and write
   nothing): any positive shape works.
-* Memory is indexed through raw pointers (``link.ptr``), not arrays; see ``link.py`` for why.
+* Kernel arguments are int64 device addresses and sizes (arrays under the simulator); memory is
+  indexed through raw pointers (``intrinsics.f32_ptr``/``ptr``), not arrays: see ``intrinsics.py``.
 """
 from __future__ import annotations
 
@@ -21,11 +22,14 @@ import functools
 from numba import cuda, float32, int64
 
 from .config import SimtConfig, Variant
-from .jit import device, kernel, unrolled
-from .link import SIMULATOR, load_f32x4, ptr, red_add_f32, store_f32x4
+from .intrinsics import SIMULATOR, f32_ptr, load_f32x4, ptr, red_add_f32, store_f32x4
+from .jit import device, kernel, kernel_factory, unrolled
+from .plan import Step
 from .schedule import cdiv, tail_split
 
-__all__ = ["RUNGS", "SIGNATURE", "naive_kernel", "coalesced_kernel", "tiled_kernel", "tiled_plan", "launch_grid"]
+__all__ = ["RUNGS", "naive_kernel", "coalesced_kernel", "tiled_kernel", "tiled_plan", "launch_grid"]
+
+_I64 = "i64"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -46,10 +50,10 @@ def _at(p, ld, r, c, trans):
 # ---------------------------------------------------------------------------------------------
 # Rung 1: naive. One thread per output; threadIdx.x walks down a column of C.
 # ---------------------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=None)
+@kernel_factory
 def naive_kernel(ta: bool, tb: bool):
     def naive(A, B, C, M, N, K, lda, ldb, ldc):
-        pA, pB, pC = ptr(A), ptr(B), ptr(C)
+        pA, pB, pC = f32_ptr(A), f32_ptr(B), f32_ptr(C)
         m = cuda.blockIdx.x * 32 + cuda.threadIdx.x   # neighbours in a warp: neighbouring rows
         n = cuda.blockIdx.y * 32 + cuda.threadIdx.y
         if m < M and n < N:
@@ -57,7 +61,7 @@ def naive_kernel(ta: bool, tb: bool):
             for k in range(K):
                 acc += _at(pA, lda, m, k, ta) * _at(pB, ldb, k, n, tb)
             pC[m * ldc + n] = acc
-    return kernel(naive)
+    return kernel(naive, (_I64,) * 9)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -65,10 +69,10 @@ def naive_kernel(ta: bool, tb: bool):
 # columns of one row: their B loads and C stores fall in one 128-byte line, their A load is one
 # broadcast.
 # ---------------------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=None)
+@kernel_factory
 def coalesced_kernel(ta: bool, tb: bool):
     def coalesced(A, B, C, M, N, K, lda, ldb, ldc):
-        pA, pB, pC = ptr(A), ptr(B), ptr(C)
+        pA, pB, pC = f32_ptr(A), f32_ptr(B), f32_ptr(C)
         m = cuda.blockIdx.y * 32 + cuda.threadIdx.x // 32
         n = cuda.blockIdx.x * 32 + cuda.threadIdx.x % 32
         if m < M and n < N:
@@ -76,7 +80,7 @@ def coalesced_kernel(ta: bool, tb: bool):
             for k in range(K):
                 acc += _at(pA, lda, m, k, ta) * _at(pB, ldb, k, n, tb)
             pC[m * ldc + n] = acc
-    return kernel(coalesced)
+    return kernel(coalesced, (_I64,) * 9)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -238,11 +242,7 @@ def _store_row(r, pC, ldc, M, N, acc, mb, nb, WMITER, WSUBM, TM, WNITER, WSUBN, 
 _store_c = unrolled(_store_row, 32)
 
 
-# The tiled kernel's parameters: A, B, C; M, N, K; lda, ldb, ldc; GN, WHOLE, PARTS, PER (tiled_plan)
-SIGNATURE = (float32[::1],) * 3 + (int64,) * 10
-
-
-@functools.lru_cache(maxsize=None)
+@kernel_factory
 def tiled_kernel(cfg: SimtConfig, ta: bool, tb: bool, va: bool, vb: bool, vc: bool):
     """The kernel of rungs 3-7 for one configuration, layout (ta, tb) and alignment (va, vb, vc).
 
@@ -258,9 +258,6 @@ def tiled_kernel(cfg: SimtConfig, ta: bool, tb: bool, va: bool, vb: bool, vc: bo
     EA, EB = BM * BK // NT, BK * BN // NT           # elements each thread loads per k-tile
     NACC, NM, NN = cfg.outputs_per_thread, WMITER * TM, WNITER * TN
     SA, SB = STAGES * A_T, STAGES * B_T     # array sizes must be plain constants for Numba
-    # Numba's disk-cache key covers the kernel's bytecode and closure but not its launch bounds:
-    # the kernel reads MINB (in a branch that folds away) so two bounds never share a cubin.
-    MINB = cfg.min_blocks
     VSTORE, SPLIT = cfg.vector_stores, cfg.split_tail     # (SPLIT: no atomic epilogue compiled without it)
     # the unchecked loads step whole lines of chunks per pass of the block's threads
     FAST = NT % ((BM if ta else BK) // W) == 0 and NT % ((BK if tb else BN) // W) == 0
@@ -311,9 +308,7 @@ def tiled_kernel(cfg: SimtConfig, ta: bool, tb: bool, va: bool, vb: bool, vc: bo
             cuda.syncthreads()
 
     def tiled(A, B, C, M, N, K, lda, ldb, ldc, GN, WHOLE, PARTS, PER):
-        if MINB == 0:
-            return
-        pA, pB, pC = ptr(A), ptr(B), ptr(C)
+        pA, pB, pC = f32_ptr(A), f32_ptr(B), f32_ptr(C)
         sA = cuda.shared.array(SA, float32)
         sB = cuda.shared.array(SB, float32)
         psA, psB = ptr(sA), ptr(sB)
@@ -377,7 +372,8 @@ def tiled_kernel(cfg: SimtConfig, ta: bool, tb: bool, va: bool, vb: bool, vc: bo
         _store_c(NM, pC, ldc, M, N, acc, bm0 + m0, bn0 + n0, WMITER, WSUBM, TM, WNITER, WSUBN, TN,
                  vc and VSTORE, split)
 
-    return kernel(tiled, launch_bounds=(NT, cfg.min_blocks), max_shared=True)
+    # (parameters: A, B, C; M, N, K; lda, ldb, ldc; GN, WHOLE, PARTS, PER from tiled_plan)
+    return kernel(tiled, (_I64,) * 13, launch_bounds=(NT, cfg.min_blocks), max_shared=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -400,25 +396,23 @@ def launch_grid(rung: int, cfg, m: int, n: int):
     return grid, block
 
 
-def _args(a, b, c):
-    return (a.flat(), b.flat(), c.flat(), c.rows, c.cols, a.cols, a.ld, b.ld, c.ld)
-
-
-def _launch_untiled(rung, factory):
-    def launch(a, b, c, stream):
+def _untiled_plan(rung, factory):
+    def plan(a, b, c, dev):
         grid, block = launch_grid(rung, None, c.rows, c.cols)
-        factory(a.trans, b.trans)[grid, block, stream](*_args(a, b, c))
-    return launch
+        m, n, k, lda, ldb, ldc = c.rows, c.cols, a.cols, a.ld, b.ld, c.ld
+        return [Step(factory(a.trans, b.trans), grid, block, lambda pa, pb, pc: (pa, pb, pc, m, n, k, lda, ldb, ldc))]
+    return plan
 
 
-@functools.lru_cache(maxsize=None)
+@kernel_factory
 def _zero_kernel():
     def zero_rows(C, row0, rows, cols, ldc):
+        pC = f32_ptr(C)
         i = cuda.grid(1)
         if i < rows * cols:
             r = i // cols
-            C[(row0 + r) * ldc + i - r * cols] = float32(0)
-    return kernel(zero_rows)
+            pC[(row0 + r) * ldc + i - r * cols] = float32(0)
+    return kernel(zero_rows, (_I64,) * 5)
 
 
 def tiled_plan(cfg: SimtConfig, m: int, n: int, k: int, slots: int = 0):
@@ -431,28 +425,45 @@ def tiled_plan(cfg: SimtConfig, m: int, n: int, k: int, slots: int = 0):
     return (whole + (tiles - whole) * parts,), (gn, whole, parts, per)
 
 
-def _launch_tiled(rung, cfg):
-    def launch(a, b, c, stream, slots=None):
+def _tiled_plan(rung, cfg):
+    def plan(a, b, c, dev, slots=None):
         """slots: blocks resident at once, for the tail split (default: this GPU's SMs times the
         blocks per SM of the compiled kernel; none under the simulator)."""
         k = tiled_kernel(cfg, a.trans, b.trans, a.aligned16, b.aligned16, c.aligned16)
-        args = _args(a, b, c)
+        m, n, kk, lda, ldb, ldc = c.rows, c.cols, a.cols, a.ld, b.ld, c.ld
         if not cfg.split_tail:
-            grid, block = launch_grid(rung, cfg, c.rows, c.cols)
-            k[grid, block, stream](*args, 0, 0, 1, 0)        # (tile arguments unused)
-            return
+            grid, block = launch_grid(rung, cfg, m, n)
+            return [Step(k, grid, block, lambda pa, pb, pc: (pa, pb, pc, m, n, kk, lda, ldb, ldc, 0, 0, 1, 0))]
+        steps = []
         if slots is None and not SIMULATOR:
-            from .link import resident_blocks, sm_count
-            slots = sm_count() * resident_blocks(k, SIGNATURE, cfg.threads)
-        grid, tiling = tiled_plan(cfg, c.rows, c.cols, a.cols, slots or 0)
+            from . import driver
+            step = Step(k, 1, cfg.threads, None, fn=driver.load(k, dev))
+            slots = driver.sm_count(dev) * driver.occupancy(step.fn, cfg.threads)
+        (grid,), tiling = tiled_plan(cfg, m, n, kk, slots or 0)
         gn, whole, parts, _ = tiling
         if parts > 1:        # split tiles are sums of atomic adds: zero their rows of C first
             row0 = whole // gn * cfg.bm
-            n_zero = (c.rows - row0) * c.cols
-            _zero_kernel()[cdiv(n_zero, 256), 256, stream](c.flat(), row0, c.rows - row0, c.cols, c.ld)
-        k[grid, cfg.threads, stream](*args, *tiling)
-    launch.config = cfg
-    return launch
+            n_zero = (m - row0) * n
+            steps.append(Step(_zero_kernel(), cdiv(n_zero, 256), 256,
+                              lambda pa, pb, pc: (pc, row0, m - row0, n, ldc)))
+        steps.append(Step(k, grid, cfg.threads, lambda pa, pb, pc: (pa, pb, pc, m, n, kk, lda, ldb, ldc, *tiling)))
+        return steps
+    plan.config = cfg
+    return plan
+
+
+def _kernels(rung, factory=None, cfg=None):
+    """The kernels a rung runs for 16-byte aligned operands in each layout (for ahead-of-time
+    compiles, ``build.precompile``)."""
+    def kernels(dtype):
+        out = []
+        for ta in (False, True):
+            for tb in (False, True):
+                out.append(factory(ta, tb) if factory else tiled_kernel(cfg, ta, tb, True, True, True))
+        if cfg is not None and cfg.split_tail:
+            out.append(_zero_kernel())
+        return out
+    return kernels
 
 
 RUNG3 = SimtConfig(bm=32, bn=32, bk=32, threads=1024)
@@ -471,20 +482,26 @@ RUNG7 = SimtConfig(bm=128, bn=64, bk=16, tm=4, tn=4, threads=128, warptile=True,
 _F32 = ("float32",)
 RUNGS = [
     Variant("naive", "simt", 1, _F32, (3, 5), "one thread per output; a warp walks down a column, "
-            "so its A and C accesses are strided (uncoalesced)", _launch_untiled(1, naive_kernel)),
+            "so its A and C accesses are strided (uncoalesced)", _untiled_plan(1, naive_kernel), kernels=_kernels(1, naive_kernel)),
     Variant("coalesced", "simt", 2, _F32, (3, 5), "a warp takes 32 neighbouring columns: B loads "
-            "and C stores coalesce into 128-byte lines", _launch_untiled(2, coalesced_kernel)),
+            "and C stores coalesce into 128-byte lines", _untiled_plan(2, coalesced_kernel), kernels=_kernels(2, coalesced_kernel)),
     Variant("smem", "simt", 3, _F32, (3, 5), "32x32 tiles of A and B staged in shared memory: "
-            "each global element is read once per block instead of once per thread", _launch_tiled(3, RUNG3), RUNG3),
+            "each global element is read once per block instead of once per thread", _tiled_plan(3, RUNG3), RUNG3, kernels=_kernels(3, cfg=RUNG3)),
     Variant("blocktile1d", "simt", 4, _F32, (3, 5), "each thread computes 8 outputs down a column "
-            "(64x64x8 tiles): one shared B load feeds 8 FMAs", _launch_tiled(4, RUNG4), RUNG4),
+            "(64x64x8 tiles): one shared B load feeds 8 FMAs", _tiled_plan(4, RUNG4), RUNG4, kernels=_kernels(4, cfg=RUNG4)),
     Variant("blocktile2d", "simt", 5, _F32, (3, 5), "each thread computes an 8x8 outer product "
-            "(128x128x8 tiles): 16 shared loads feed 64 FMAs", _launch_tiled(5, RUNG5), RUNG5),
+            "(128x128x8 tiles): 16 shared loads feed 64 FMAs", _tiled_plan(5, RUNG5), RUNG5, kernels=_kernels(5, cfg=RUNG5)),
     Variant("vectorized", "simt", 6, _F32, (3, 5), "tiles load as 16-byte LDG.128 and A is stored "
             "transposed, so a thread's A values for one k are adjacent (LDS.128 without the extra "
-            "registers of merging across k): at most 128 registers, two blocks per SM", _launch_tiled(6, RUNG6), RUNG6),
+            "registers of merging across k): at most 128 registers, two blocks per SM", _tiled_plan(6, RUNG6), RUNG6, kernels=_kernels(6, cfg=RUNG6)),
     Variant("warptile", "simt", 7, _F32, (3, 5), "warps own 64x32 sub-tiles, a register-prefetched "
             "double buffer hides global latency behind the FMAs, 3 blocks per SM; C is stored 4 bytes "
             "at a time (16-byte stores pin accumulators to their B operands' register banks) and the "
-            "tiles of a last partial wave are split along K", _launch_tiled(7, RUNG7), RUNG7),
+            "tiles of a last partial wave are split along K", _tiled_plan(7, RUNG7), RUNG7, kernels=_kernels(7, cfg=RUNG7)),
 ]
+
+
+def variant_from(cfg: SimtConfig, name: str) -> Variant:
+    """An unregistered variant of the tiled kernel with configuration ``cfg`` (``api.variant_from``)."""
+    return Variant(name, "simt", 0, _F32, (3, 5), f"the tiled SIMT kernel with {cfg}", _tiled_plan(3, cfg), cfg,
+                   kernels=_kernels(3, cfg=cfg))

@@ -21,17 +21,17 @@ Conventions (shared with the SIMT ladder, see ``simt.py``):
 """
 from __future__ import annotations
 
-import functools
-
-from numba import cuda, float32, int32, int64, uint32
+from numba import cuda, float32, int32, uint32
 
 from . import layout
 from .config import MmaConfig, Variant
-from .jit import device, kernel, unrolled
-from .link import (copy16, cp_async16, cp_async_commit, cp_async_wait, ldg_u16, ldg_u32,
-                   lds_u32, ldsm_x4, ldsm_x4_t, round_tf32, mma_bf16_m16n8k16, mma_f16_m16n8k16, mma_tf32_m16n8k8,
-                   ptr, smem_addr, stg_out1, stg_out2, sts_u16, sts_u32)
+from .intrinsics import ptr
+from .jit import device, kernel, kernel_factory, unrolled
 from .layout import a_fragment, b_fragment, c_fragment, chunk_offset
+from .plan import Step
+from .primitives import (copy16, cp_async16, cp_async_commit, cp_async_wait, ldg_u16, ldg_u32,
+                         lds_u32, ldsm_x4, ldsm_x4_t, round_tf32, mma_bf16_m16n8k16, mma_f16_m16n8k16,
+                         mma_tf32_m16n8k8, smem_addr, stg_out1, stg_out2, sts_u16, sts_u32)
 from .schedule import cdiv, tile_origin
 
 __all__ = ["RUNGS", "naive_kernel", "tiled_kernel", "compute_dtype", "OUT_KIND", "store_fragment",
@@ -84,7 +84,7 @@ def store_fragment(C, ldc, M, N, acc, off, m0, n0, lane, OUT_ITEM, OUT_K, vc):
 # Rung 1: naive. One warp per 16x16 tile of C (two m16n8 fragments); each lane loads its own
 # fragment elements straight from global memory, following the fragment map.
 # ---------------------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=None)
+@kernel_factory
 def naive_kernel(dtype: str, out_dtype: str, ta: bool, tb: bool):
     ITEM = _itemsize(dtype)
     E = layout.elems_per_reg(ITEM)
@@ -129,7 +129,7 @@ def naive_kernel(dtype: str, out_dtype: str, ta: bool, tb: bool):
         for f in range(2):
             store_fragment(C, ldc, M, N, acc, 4 * f, m0, n0 + 8 * f, lane, OUT_ITEM, OUT_K, False)
 
-    return kernel(mma_naive, launch_bounds=(128, 1), cache=False)
+    return kernel(mma_naive, ("i64",) * 9, launch_bounds=(128, 1))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -317,7 +317,7 @@ def _copy_slice(stage, k0, ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb, lda, 
         _copy_tile(stage + A_BYTES, srb, gb + k0 * ldb * ITEM, vsb, rlb - k0, clb, B_ROWS, B_CPR, SWZ, ITEM, EPC, vb, ASYNC, full, tid, NT)
 
 
-@functools.lru_cache(maxsize=None)
+@kernel_factory
 def tiled_kernel(cfg: MmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool,
                  va: bool, vb: bool, vc: bool):
     """The kernel of rungs 2-5 for one configuration, precision, layout and alignment.
@@ -474,44 +474,55 @@ def tiled_kernel(cfg: MmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool,
         if ASYNC:
             cp_async_wait(0)                      # (only empty groups remain: nothing in flight)
 
-        if MINB > 0:    # (reads MINB so that launch bounds enter Numba's cache key; always true)
-            store_fragments(MI * NI, C, ldc, M, N, acc, bm0 + wm0, bn0 + wn0, lane, NI, 16, OUT_ITEM, OUT_K, vc)
+        store_fragments(MI * NI, C, ldc, M, N, acc, bm0 + wm0, bn0 + wn0, lane, NI, 16, OUT_ITEM, OUT_K, vc)
 
-    return kernel(mma_tiled, launch_bounds=(NT, MINB), cache=False)
+    return kernel(mma_tiled, ("i64",) * 9, launch_bounds=(NT, MINB))
 
 
 # ---------------------------------------------------------------------------------------------
 # Host side: launches and the rung table
 # ---------------------------------------------------------------------------------------------
-SIGNATURE = (int64,) * 9        # A, B, C addresses; M, N, K; lda, ldb, ldc
-
-
 def _args(a, b, c):
-    return (a.ptr, b.ptr, c.ptr, c.rows, c.cols, a.cols, a.ld, b.ld, c.ld)
+    """The kernels' parameter values but the three addresses: M, N, K; lda, ldb, ldc."""
+    m, n, k, lda, ldb, ldc = c.rows, c.cols, a.cols, a.ld, b.ld, c.ld
+    return lambda pa, pb, pc: (pa, pb, pc, m, n, k, lda, ldb, ldc)
 
 
-def _launch_naive(a, b, c, stream):
+def _plan_naive(a, b, c, dev):
     k = naive_kernel(compute_dtype(a.dtype), c.dtype, a.trans, b.trans)
-    k[(cdiv(c.cols, 32), cdiv(c.rows, 32)), 128, stream](*_args(a, b, c))
+    return [Step(k, (cdiv(c.cols, 32), cdiv(c.rows, 32)), 128, _args(a, b, c))]
 
 
 def grid_size(cfg: MmaConfig, m: int, n: int) -> int:
     return cdiv(m, cfg.bm) * cdiv(n, cfg.bn)
 
 
-def _launch_tiled(cfg: MmaConfig):
-    from .link import enable_dynamic_smem, launch_ex
-
-    def launch(a, b, c, stream):
+def _plan_tiled(cfg: MmaConfig):
+    def plan(a, b, c, dev):
         k = tiled_kernel(cfg, compute_dtype(a.dtype), c.dtype, a.trans, b.trans,
                          a.aligned16, b.aligned16, c.pairs_aligned)
-        enable_dynamic_smem(k, SIGNATURE, cfg.smem_bytes)
-        # through the driver: the arguments are all int64, and Numba's launcher costs more host
-        # time per call (benchmarks/results/host_cost_h100.txt)
-        launch_ex(k, SIGNATURE, grid_size(cfg, c.rows, c.cols), cfg.threads, cfg.smem_bytes, stream, 1,
-                  _args(a, b, c))
-    launch.config = cfg
-    return launch
+        return [Step(k, grid_size(cfg, c.rows, c.cols), cfg.threads, _args(a, b, c), smem=cfg.smem_bytes)]
+    plan.config = cfg
+    return plan
+
+
+def _kernels(cfg=None):
+    """The kernels a rung runs for aligned operands of ``dtype`` in each layout, written in the
+    input dtype (for ahead-of-time compiles, ``build.precompile``)."""
+    def kernels(dtype):
+        out = []
+        for ta in (False, True):
+            for tb in (False, True):
+                if cfg is None:
+                    out.append(naive_kernel(compute_dtype(dtype), _out(dtype), ta, tb))
+                else:
+                    out.append(tiled_kernel(cfg, compute_dtype(dtype), _out(dtype), ta, tb, True, True, True))
+        return out
+    return kernels
+
+
+def _out(dtype: str) -> str:
+    return "float32" if dtype in ("float32", "tf32") else dtype
 
 
 # Rungs 2-4 share one block shape, so each differs from the one below by its note only: 128x128
@@ -531,16 +542,22 @@ _SM80 = (8, 0)
 RUNGS = [
     Variant("mma_naive", "mma", 1, _TC, _SM80, "one warp per 16x16 tile of C: each lane loads its "
             "mma.sync fragments straight from global memory, following the fragment map",
-            _launch_naive, None, _OUT),
+            _plan_naive, None, _OUT, kernels=_kernels()),
     Variant("mma_smem", "mma", 2, _TC, _SM80, "128x128x64 tiles staged in shared memory with "
             "16-byte copies; warps read 64x64 fragments with ldmatrix (8-way bank conflicts: rows "
-            "are 128 bytes apart)", _launch_tiled(RUNG2), RUNG2, _OUT),
+            "are 128 bytes apart)", _plan_tiled(RUNG2), RUNG2, _OUT, kernels=_kernels(RUNG2)),
     Variant("mma_swizzle", "mma", 3, _TC, _SM80, "XOR swizzle of 16-byte chunks (chunk ^ row % 8): "
-            "each ldmatrix phase hits all 32 banks, with no padding", _launch_tiled(RUNG3), RUNG3, _OUT),
+            "each ldmatrix phase hits all 32 banks, with no padding", _plan_tiled(RUNG3), RUNG3, _OUT, kernels=_kernels(RUNG3)),
     Variant("pipelined", "mma", 4, _TC, _SM80, "cp.async multi-stage pipeline (stages from the "
             "shared-memory budget): loads of later K slices fly while tensor cores work",
-            _launch_tiled(RUNG4), RUNG4, _OUT),
+            _plan_tiled(RUNG4), RUNG4, _OUT, kernels=_kernels(RUNG4)),
     Variant("mma_tuned", "mma", 5, _TC, _SM80, "256x128 tiles (8 warps of 64x64), 4 stages, "
             "blocks in groups of 8 rows for L2 reuse; fragments double-buffered in registers and the "
-            "barrier before the last k-step, so the tensor cores never wait at a slice boundary", _launch_tiled(RUNG5), RUNG5, _OUT),
+            "barrier before the last k-step, so the tensor cores never wait at a slice boundary", _plan_tiled(RUNG5), RUNG5, _OUT, kernels=_kernels(RUNG5)),
 ]
+
+
+def variant_from(cfg: MmaConfig, name: str) -> Variant:
+    """An unregistered variant of the tiled mma.sync kernel with ``cfg`` (``api.variant_from``)."""
+    return Variant(name, "mma", 0, _TC, _SM80, f"the tiled mma.sync kernel with {cfg}", _plan_tiled(cfg), cfg,
+                   _OUT, kernels=_kernels(cfg))

@@ -24,8 +24,8 @@ def random_operands(m: int, n: int, k: int, dtype: str = "float32", layout: str 
                     rng: Optional[np.random.Generator] = None):
     """Host arrays a (m x k) and b (k x n), standard normal, in the given layout."""
     rng = rng if rng is not None else np.random.default_rng()
-    from .arrays import _np_dtype
-    dt = _np_dtype(dtype)
+    from .arrays import np_dtype
+    dt = np_dtype(dtype)
     a = rng.standard_normal((m, k), dtype=np.float32).astype(dt)
     b = rng.standard_normal((k, n), dtype=np.float32).astype(dt)
     if layout[0] == "T":
@@ -79,8 +79,9 @@ def check(variant: str, m: int, n: int, k: int, layout: str = "NN", dtype: str =
     prec = precision or dtype
     dtype = "float32" if dtype == "tf32" else dtype          # tf32: fp32 arrays, tf32 math
     a, b = random_operands(m, n, k, dtype, layout, rng)
-    from .arrays import _np_dtype
-    out = np.full((m, n), np.nan, dtype=_np_dtype(out_dtype), order=out_layout)
+    from .arrays import np_dtype
+    out = np.full((m, n), np.nan, dtype=np_dtype(out_dtype), order=out_layout)
     gemm(a, b, variant=variant, out=out)
     ref = a.astype(np.float64) @ b.astype(np.float64)
-    return CheckResult(variant, m, n, k, layout, dtype, rel_error(out, ref), TOLERANCE[prec])
+    name = getattr(variant, "name", variant)           # a registered name or a Variant
+    return CheckResult(name, m, n, k, layout, dtype, rel_error(out, ref), TOLERANCE[prec])

@@ -27,7 +27,7 @@ def test_register_rejects_taken_names():
     with pytest.raises(ValueError, match="taken"):
         numba_tc.register(v)
     with pytest.raises(ValueError, match="taken"):
-        numba_tc.register(Variant("auto", "simt", 9, ("float32",), (3, 5), "x", launch=None))
+        numba_tc.register(Variant("auto", "simt", 9, ("float32",), (3, 5), "x", plan=None))
 
 
 @pytest.mark.parametrize("a, b, exc, words", [
@@ -66,7 +66,7 @@ def test_no_gpu_is_a_clear_error():
 def test_candidates_check_dtype_and_capability():
     with pytest.raises(TypeError, match="takes float32, not float16"):
         api._candidates("warptile", "float16", "float16", (9, 0))
-    old = Variant("needs_sm100", "simt", 99, ("float32",), (10, 0), "test only", launch=None)
+    old = Variant("needs_sm100", "simt", 99, ("float32",), (10, 0), "test only", plan=None)
     with pytest.raises(numba_tc.UnsupportedDeviceError, match="10.0"):
         api._candidates(old, "float32", "float32", (9, 0))
     assert api._candidates("auto", "float32", "float32", (9, 0))[0].name == "warptile"

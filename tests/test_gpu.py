@@ -85,13 +85,11 @@ def test_stream_argument():
 def test_warptile_tail_split_with_forced_slots(slots, layout):
     """Whole tiles and K-split tail tiles in one launch (few slots force the split on small
     problems; the sweep above meets the GPU's own, 396 on an H100)."""
+    from dataclasses import replace
     from numba_tc import simt
-    from numba_tc.config import Variant
     cfg = simt.RUNG7
-    launch = simt._launch_tiled(7, cfg)
-    name = f"warptile_slots{slots}_{layout}"
-    numba_tc.register(Variant(name, "simt", 90, ("float32",), (3, 5), "test",
-                              lambda a, b, c, s: launch(a, b, c, s, slots=slots), cfg))
+    base = numba_tc.variant_from(cfg, f"warptile_slots{slots}_{layout}")
+    name = replace(base, plan=lambda a, b, c, dev: base.plan(a, b, c, dev, slots=slots))
     for m, n, k in ((700, 500, 300), (1000, 333, 777), (129, 65, 2049)):
         grid, (gn, whole, parts, per) = simt.tiled_plan(cfg, m, n, k, slots)
         assert parts > 1 and (whole > 0) == ((m, n) != (129, 65))

@@ -67,46 +67,13 @@ def _padded(torch, rows, cols, trans, dtype):
 @pytest.mark.parametrize("layout", verify.LAYOUTS)
 def test_hopper_on_padded_rows_with_ragged_edges(layout):
     torch = pytest.importorskip("torch")
-    from numba_tc import link
+    from numba_tc.tensormap import tma_rows_fast
     for m, n, k in [(333, 201, 267), (130, 1000, 75), (7, 9, 5), (1500, 700, 300)]:
         a = _padded(torch, m, k, layout[0] == "T", torch.bfloat16)
         b = _padded(torch, k, n, layout[1] == "T", torch.bfloat16)
-        assert not link.tma_rows_fast(b.data_ptr(), max(b.stride()), 2)
+        assert not tma_rows_fast(b.data_ptr(), max(b.stride()), 2)
         c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float32)
         numba_tc.gemm(a, b, variant="hopper", out=c)
         ref = a.double() @ b.double()
         err = float(torch.linalg.norm(c.double() - ref) / torch.linalg.norm(ref))
         assert err < 1e-2, (m, n, k, err)
-
-
-def _resident_for_stream_k(cfg, m, n, k, with_whole):
-    """A number of resident blocks that gives this problem stream-K pieces, after whole tiles
-    or without any."""
-    from numba_tc import hopper
-    for r in range(2 * cfg.cluster, 64, 2 * cfg.cluster):
-        _, whole, share = hopper.work_plan(cfg, m, n, k, r)
-        if share and (whole > 0) == with_whole:
-            return r
-    raise AssertionError(f"no resident count gives {m}x{n}x{k} stream-K pieces")
-
-
-@pytest.mark.skipif(not _sm90(), reason="wgmma needs an sm_90 GPU")
-@pytest.mark.parametrize("cfg_index", range(4))
-@pytest.mark.parametrize("layout", ["NN", "TT"])
-def test_stream_k_pieces_add_up(cfg_index, layout):
-    """Whole tiles and stream-K pieces in one launch: few resident blocks are forced, so that
-    small ragged problems have a partial last round (with whole tiles before it, and without),
-    for each of hopper's configurations (128x256, 128x128, with and without the cluster)."""
-    from numba_tc import hopper
-    from numba_tc.config import Variant
-    cfg = hopper.RUNG7_CONFIGS[cfg_index].replace(stream_k=True)
-    launch = hopper._launch(cfg)
-    for m, n, k, with_whole in ((904, 520, 1096, True), (296, 304, 2000, False), (1000, 264, 3000, True)):
-        resident = _resident_for_stream_k(cfg, m, n, k, with_whole)
-        name = f"hopper_sk{cfg_index}_{layout}_{m}_{resident}"
-        numba_tc.register(Variant(name, "wgmma", 90, ("bfloat16", "float16"), (9, 0), "test",
-                                  lambda a, b, c, s, r=resident: launch(a, b, c, s, resident=r), cfg,
-                                  ("float32", "bfloat16", "float16"), max_cc=(9, 0)))
-        for out in ("float32", "bfloat16"):
-            r = verify.check(name, m, n, k, layout=layout, dtype="bfloat16", out_dtype=out)
-            assert r.ok, (r, resident, hopper.work_plan(cfg, m, n, k, resident))

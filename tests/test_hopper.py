@@ -88,59 +88,52 @@ def test_wgmma_config_rules():
                        (dict(producer=False), "needs producer"), (dict(regs=(44, 232)), "multiples of 8"),
                        (dict(bm=192, consumers=3, regs=(24, 152)), "too few for 128 accumulators"),
                        (dict(cluster=3), "1 or 2"), (dict(bm=512), "at most 256 rows"),
-                       (dict(epi_boxes=3), "1, 2, 4 or 8"),
-                       (dict(persistent=False, stream_k=True), "persistent")]:
+                       (dict(epi_boxes=3), "1, 2, 4 or 8")]:
         with pytest.raises(ConfigError, match=words):
             cfg.replace(**bad)
 
 
 @pytest.mark.skipif(SIM, reason="the Hopper ladder is not built under the simulator")
 def test_tensor_map_arguments_are_checked_before_the_driver():
-    from numba_tc import link
-    assert link.tma_requirements(1024, 64, 2) is None
-    assert "not 16-byte aligned" in link.tma_requirements(1026, 64, 2)
-    assert "126 bytes apart" in link.tma_requirements(1024, 63, 2)
+    from numba_tc import tensormap
+    assert tensormap.tma_requirements(1024, 64, 2) is None
+    assert "not 16-byte aligned" in tensormap.tma_requirements(1026, 64, 2)
+    assert "126 bytes apart" in tensormap.tma_requirements(1024, 63, 2)
     with pytest.raises(ValueError, match="at most 256 x 256"):
-        link.encode_tensor_map(1024, "bfloat16", 64, 64, 64, 64, 512)
+        tensormap.encode(1024, "bfloat16", 64, 64, 64, 64, 512)
     with pytest.raises(ValueError, match="at most 128 bytes"):
-        link.encode_tensor_map(1024, "float32", 64, 64, 64, 64, 64)
+        tensormap.encode(1024, "float32", 64, 64, 64, 64, 64)
 
 
 @pytest.mark.skipif(SIM, reason="the Hopper ladder is not built under the simulator")
-def test_grids_and_operand_maps(monkeypatch):
-    from numba_tc import hopper, link
+def test_grids_and_operand_maps():
+    from numba_tc import hopper
     from numba_tc.arrays import Matrix
-    monkeypatch.setattr(link, "sm_count", lambda: 132)
-    assert hopper.work_plan(hopper.RUNG3, 1000, 1000, 64)[0] == 8 * 4
-    assert hopper.work_plan(hopper.RUNG5, 8192, 8192, 64)[0] == 128          # 2048 tiles: 16 each
-    assert hopper.work_plan(hopper.RUNG5, 8000, 8192, 64)[0] == 126          # 2016 tiles: 16 each
-    assert hopper.work_plan(hopper.RUNG5, 8192, 8448, 64)[0] == 132          # 2112 tiles: 16 each
-    assert hopper.work_plan(hopper.RUNG5, 1000, 1000, 64)[0] == 32           # fewer tiles than SMs
-    assert hopper.work_plan(hopper.RUNG6, 200, 256, 64)[0] == 2              # a padded cluster
-    assert hopper.work_plan(hopper.RUNG6, 8192, 8192, 64, 120)[0] == 114     # 1024 / 60: 18 rounds
-    assert hopper.work_plan(hopper.RUNG6, 4096, 4096, 64, 132)[0] == 128     # 256 / 66: 4 rounds
-    sk = hopper.RUNG7.replace(stream_k=True)
-    assert hopper.work_plan(sk, 4096, 4096, 4096) == (132, 396, 57)     # all SMs, 57-slice runs
-    assert hopper.work_plan(sk, 4096, 4096, 512) == (128, 512, 0)       # 8 slices: balanced grid
-    assert hopper.work_plan(sk, 1024, 1024, 4096, resident=120) == (114, 0, 18)   # 32 tiles, 2048 slices
-    assert hopper.work_plan(hopper.RUNG5, 4096, 4096, 4096) == (128, 512, 0)
-    calls = []
-    monkeypatch.setattr(link, "tensor_map", lambda *a: calls.append(a) or len(calls))
+    assert hopper.work_plan(hopper.RUNG3, 1000, 1000, 132) == 8 * 4
+    assert hopper.work_plan(hopper.RUNG5, 8192, 8192, 132) == 128          # 2048 tiles: 16 each
+    assert hopper.work_plan(hopper.RUNG5, 8000, 8192, 132) == 126          # 2016 tiles: 16 each
+    assert hopper.work_plan(hopper.RUNG5, 8192, 8448, 132) == 132          # 2112 tiles: 16 each
+    assert hopper.work_plan(hopper.RUNG5, 1000, 1000, 132) == 32           # fewer tiles than SMs
+    assert hopper.work_plan(hopper.RUNG6, 200, 256, 132) == 2              # a padded cluster
+    assert hopper.work_plan(hopper.RUNG6, 8192, 8192, 120) == 114          # 1024 / 60: 18 rounds
+    assert hopper.work_plan(hopper.RUNG6, 4096, 4096, 132) == 128          # 256 / 66: 4 rounds
+    assert hopper.work_plan(hopper.RUNG5, 4096, 4096, 132) == 128          # 512 tiles: 4 rounds
     a = Matrix(None, 300, 200, 200, False, "bfloat16", 4096)          # row-major A: k-major
     b = Matrix(None, 200, 120, 120, False, "bfloat16", 8192)          # row-major B: mn-major
-    assert hopper.operand_maps(hopper.RUNG6, a, b) == (1, 2)
-    assert calls[0] == (4096, "bfloat16", 200, 300, 200, 64, 128)     # boxes of [128 rows][64 k]
-    assert calls[1] == (8192, "bfloat16", 120, 200, 120, 64, 64)      # boxes of [64 k][64 n]
-    hopper.operand_maps(hopper.RUNG6, a, b.transposed())              # column-major B: k-major,
-    assert calls[-1] == (8192, "bfloat16", 120, 200, 120, 64, 128)    # half of BN per cluster CTA
+    ma, mb = hopper.operand_maps(hopper.RUNG6, a, b)
+    assert ma == ("bfloat16", 200, 300, 200, 64, 128)                 # boxes of [128 rows][64 k]
+    assert mb == ("bfloat16", 120, 200, 120, 64, 64)                  # boxes of [64 k][64 n]
+    _, mb = hopper.operand_maps(hopper.RUNG6, a, b.transposed())      # column-major B: k-major,
+    assert mb == ("bfloat16", 120, 200, 120, 64, 128)                 # half of BN per cluster CTA
 
 
 @pytest.mark.skipif(SIM, reason="the Hopper ladder is not built under the simulator")
 def test_hopper_picks_tiles_and_multicast_per_problem():
-    from numba_tc import hopper, link
-    assert link.tma_rows_fast(1024, 4096, 2) and link.tma_rows_fast(1024, 4112, 2)
-    assert not link.tma_rows_fast(1024, 4104, 2)          # rows 16 mod 32 bytes apart
-    assert not link.tma_rows_fast(1040, 4096, 2)          # base 16 mod 32
+    from numba_tc import hopper
+    from numba_tc.tensormap import tma_rows_fast
+    assert tma_rows_fast(1024, 4096, 2) and tma_rows_fast(1024, 4112, 2)
+    assert not tma_rows_fast(1024, 4104, 2)          # rows 16 mod 32 bytes apart
+    assert not tma_rows_fast(1040, 4096, 2)          # base 16 mod 32
     cfgs = hopper.RUNG7_CONFIGS
 
     def pick(m, n, slow_b=False):

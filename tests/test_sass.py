@@ -10,7 +10,6 @@ from numba_tc.sass import compile_cubin
 from conftest import SIM
 
 pytestmark = pytest.mark.skipif(SIM, reason="the simulator has no compiler")
-SIG = simt.SIGNATURE
 TILED = [v for v in simt.RUNGS if v.config is not None]
 
 
@@ -20,7 +19,7 @@ def cubins():
     for v in TILED:
         cfg = v.config
         k = simt.tiled_kernel(cfg, False, False, True, True, True)
-        out[v.name] = compile_cubin(k.py_func, SIG, launch_bounds=(cfg.threads, cfg.min_blocks))
+        out[v.name] = compile_cubin(k)
         print(f"{v.name}: {out[v.name].registers} registers, {out[v.name].spill_bytes} spill bytes")
     return out
 
@@ -81,14 +80,15 @@ def test_blocktile2d_loads_global_memory_4_bytes_at_a_time(cubins):
 def test_unaligned_operands_fall_back_to_scalar_loads():
     cfg = simt.RUNG7
     k = simt.tiled_kernel(cfg, False, False, False, False, False)
-    c = compile_cubin(k.py_func, SIG, launch_bounds=(cfg.threads, cfg.min_blocks))
+    c = compile_cubin(k)
     assert c.count("LDG.E.128") == 0 and c.count("STG.E.128") == 0 and c.local_memory_ops == 0
 
 
 def test_linked_ptx_primitives_inline():
     """The linked-.cu path that the tensor-core rungs build on: NVRTC LTO-IR, inlined (no CALL)."""
     from numba import cuda
-    from numba_tc.link import ldg_f32x4, ptr, stg_f32x4
+    from numba_tc.intrinsics import ptr
+    from numba_tc.primitives import ldg_f32x4, stg_f32x4
 
     def copy4(x, y):
         r = cuda.local.array(4, float32)

@@ -9,12 +9,11 @@ from numba_tc.sass import compile_cubin
 from conftest import SIM
 
 pytestmark = pytest.mark.skipif(SIM, reason="the simulator has no compiler")
-SIG = hopper.SIGNATURE
 
 
 def _compile(cfg, dtype="bfloat16", ta=False, tb=False, out="bfloat16", cc=(9, 0, "a")):
     k = hopper.wgmma_kernel(cfg, dtype, out, ta, tb, True, True)
-    return compile_cubin(k.py_func, SIG, cc=cc, launch_bounds=(cfg.threads, cfg.min_blocks))
+    return compile_cubin(k, cc=cc)
 
 
 @pytest.fixture(scope="module")
@@ -79,18 +78,6 @@ def test_output_box_ring(boxes):
     c = _compile(hopper.RUNG7.replace(epi_boxes=boxes, max_stages=3))
     assert c.local_memory_ops == 0 and c.count("UTMASTG") > 0
     assert f"DEPBAR.LE SB0, 0x{boxes - 1} ;" in c.sass
-
-
-@pytest.mark.parametrize("cluster", [1, 2])
-def test_stream_k_fixup(cluster):
-    # partial sums out and back in 16 bytes at a time (L2 only), a counter per tile; the
-    # accumulators stay in registers, and configurations without stream-K carry none of it
-    c = _compile(hopper.RUNG7.replace(stream_k=True, cluster=cluster))
-    assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
-    assert c.count("ATOMG") == 1
-    assert "STG.E.128.STRONG.GPU" in c.sass and "LDG.E.128.STRONG.GPU" in c.sass
-    plain = _compile(hopper.RUNG7.replace(cluster=cluster))
-    assert plain.count("ATOMG") == 0 and "STG.E.128" not in plain.sass and "LDG.E.128" not in plain.sass
 
 
 def test_wgmma_needs_sm90a():

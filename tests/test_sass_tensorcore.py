@@ -8,20 +8,18 @@ from numba_tc.sass import compile_cubin
 from conftest import SIM
 
 pytestmark = pytest.mark.skipif(SIM, reason="the simulator has no compiler")
-SIG = tc.SIGNATURE
 TILED = [v for v in tc.RUNGS if v.config is not None]
 
 
 def _compile(cfg, dtype="bfloat16", ta=False, tb=True, aligned=True):
     k = tc.tiled_kernel(cfg, dtype, "float32" if dtype == "tf32" else dtype, ta, tb, aligned, aligned, aligned)
-    return compile_cubin(k.py_func, SIG, launch_bounds=(cfg.threads, cfg.min_blocks))
+    return compile_cubin(k)
 
 
 @pytest.fixture(scope="module")
 def cubins():
     out = {v.name: _compile(v.config) for v in TILED}
-    out["mma_naive"] = compile_cubin(tc.naive_kernel("bfloat16", "bfloat16", False, True).py_func, SIG,
-                                     launch_bounds=(128, 1))
+    out["mma_naive"] = compile_cubin(tc.naive_kernel("bfloat16", "bfloat16", False, True))
     for name, c in out.items():
         print(f"{name}: {c.registers} registers, {c.spill_bytes} spill bytes")
     return out
@@ -94,11 +92,8 @@ def test_readme_example_compiles_to_one_hmma_in_registers():
 
 def test_ceiling_microkernel_is_register_only():
     """The mma.sync ceiling kernel: CHAINS independent HMMA chains, no memory traffic in the loop."""
-    from numba import float32, int32
-    from numba.types import Array
     from numba_tc import ceiling
-    c = compile_cubin(ceiling.ceiling_kernel("bfloat16").py_func, (Array(float32, 1, "C"), int32),
-                      launch_bounds=(128, 4))
+    c = compile_cubin(ceiling.ceiling_kernel("bfloat16"))
     assert c.count("HMMA") >= ceiling.CHAINS and c.local_memory_ops == 0
     lines = c.sass.splitlines()
     hmma = [i for i, l in enumerate(lines) if "HMMA" in l]

@@ -46,17 +46,16 @@ def test_split_tail_in_simulator():
     """Tail tiles split along K and summed by atomic adds: with 3 resident slots the 4 tiles of
     129x65 (128x64) run as 3 whole + 1 in 2 halves; with 16, all 4 are split."""
     code = """
+from dataclasses import replace
 import numba_tc
 from numba_tc import simt
-from numba_tc.config import Variant
 from numba_tc.verify import check
 cfg = simt.RUNG7.replace(bk=8)         # 17 K tiles of 130: enough to split
 for slots, layout in ((3, "NN"), (16, "TT")):
     print(simt.tiled_plan(cfg, 129, 65, 130, slots))
-    launch = simt._launch_tiled(7, cfg)
-    numba_tc.register(Variant(f"split{slots}", "simt", 90 + slots, ("float32",), (3, 5), "test",
-                              lambda a, b, c, s, slots=slots: launch(a, b, c, s, slots=slots), cfg))
-    r = check(f"split{slots}", 129, 65, 130, layout=layout)
+    v = numba_tc.variant_from(cfg, f"split{slots}")
+    v = replace(v, plan=lambda a, b, c, dev, p=v.plan, slots=slots: p(a, b, c, dev, slots=slots))
+    r = check(v, 129, 65, 130, layout=layout)
     print(r)
     assert r.ok, r
 """

@@ -122,40 +122,6 @@ extern "C" __device__ int named_barrier(int* ret, int id, int nthreads) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Stream-K partial tiles in global memory: ld/st .cg (PTX ISA 9.7.9.8, 9.7.9.9: cached in L2
-// only, where a partial written by one SM is read by another), fence.acq_rel.gpu (9.7.13.4) and
-// atom.add.acq_rel.gpu (9.7.13.5) for the count of a tile's pieces that are done. The
-// accumulator is a cuda.local.array pointer + element offset, as for wgmma.
-// ---------------------------------------------------------------------------------------------
-extern "C" __device__ int st_partial4(int* ret, u64 addr, float* acc, int o) {
-    asm volatile("st.global.cg.v4.f32 [%0], {%1, %2, %3, %4};"
-                 :: "l"(addr), "f"(acc[o]), "f"(acc[o + 1]), "f"(acc[o + 2]), "f"(acc[o + 3]) : "memory");
-    return 0;
-}
-extern "C" __device__ int add_partial4(int* ret, float* acc, int o, u64 addr) {
-    float a, b, c, d;
-    asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];"
-                 : "=f"(a), "=f"(b), "=f"(c), "=f"(d) : "l"(addr) : "memory");
-    acc[o] += a; acc[o + 1] += b; acc[o + 2] += c; acc[o + 3] += d;
-    return 0;
-}
-extern "C" __device__ int fence_gpu(int* ret) {
-    asm volatile("fence.acq_rel.gpu;" ::: "memory");
-    return 0;
-}
-// Add v to the 32-bit counter at addr; the value before.
-extern "C" __device__ int atom_add_gpu(int* ret, u64 addr, int v) {
-    int old;
-    asm volatile("atom.add.acq_rel.gpu.global.s32 %0, [%1], %2;" : "=r"(old) : "l"(addr), "r"(v) : "memory");
-    *ret = old;
-    return 0;
-}
-extern "C" __device__ int st_gpu_s32(int* ret, u64 addr, int v) {
-    asm volatile("st.relaxed.gpu.global.s32 [%0], %1;" :: "l"(addr), "r"(v) : "memory");
-    return 0;
-}
-
-// ---------------------------------------------------------------------------------------------
 // Cluster special registers (PTX ISA 10.x: %cluster_ctarank, %cluster_nctarank) and the
 // cluster-wide barrier (barrier.cluster, 9.7.13.4).
 // ---------------------------------------------------------------------------------------------

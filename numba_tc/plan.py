@@ -1,0 +1,65 @@
+"""A launch plan: the kernel launches that compute one problem, decided once and replayed.
+
+A ladder's host code turns a problem (normalised operands, a device) into ``Step``s: a kernel,
+its grid, block, shared memory, cluster, and ``args(pa, pb, pc)``, which builds the parameter
+values from the operands' addresses (the only thing that changes between calls that share a
+plan; TMA tensor maps are encoded from them, ``tensormap.encode``). ``api.gemm`` keeps plans in
+a cache keyed by what decides them (device, array kind, dtypes, shapes, strides, address
+alignment, variant, output dtype), so a repeated call is a lookup and the launches.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Callable, Sequence, Tuple, Union
+
+from . import driver
+from .intrinsics import SIMULATOR
+
+__all__ = ["Step", "Plan"]
+
+
+class Step:
+    """One kernel launch of a plan."""
+    __slots__ = ("kernel", "grid", "block", "smem", "cluster", "args", "fn", "_local")
+
+    def __init__(self, kernel, grid: Union[int, Tuple[int, int]], block: Union[int, Tuple[int, int]],
+                 args: Callable, smem: int = 0, cluster: int = 1, fn=None):
+        self.kernel, self.grid, self.block, self.smem, self.cluster = kernel, grid, block, smem, cluster
+        self.args, self.fn = args, fn
+        self._local = threading.local()
+
+    def params(self) -> driver.Params:
+        p = getattr(self._local, "p", None)
+        if p is None:
+            p = self._local.p = driver.Params(self.kernel.params)
+        return p
+
+    def __repr__(self):
+        return (f"Step({self.kernel.name}, grid={self.grid}, block={self.block}, smem={self.smem}, "
+                f"cluster={self.cluster})")
+
+
+class Plan:
+    """The steps of one problem on one device; ``swap``: the operands' roles are exchanged
+    (a column-major C is computed as C^T = B^T A^T, written row-major)."""
+    __slots__ = ("steps", "device", "swap", "variant")
+
+    def __init__(self, steps: Sequence[Step], device: int, swap: bool, variant):
+        self.steps, self.device, self.swap, self.variant = list(steps), device, swap, variant
+        if not SIMULATOR:
+            for st in self.steps:
+                if st.fn is None:
+                    st.fn = driver.load(st.kernel, device)
+
+    def run(self, pa, pb, pc, stream: int) -> None:
+        """Enqueue the steps on ``stream`` (inside ``driver.on_device(self.device)``); pa, pb, pc
+        are device addresses (flat arrays under the simulator)."""
+        if self.swap:
+            pa, pb = pb, pa
+        if SIMULATOR:
+            for st in self.steps:
+                st.kernel.simulator[st.grid, st.block](*st.args(pa, pb, pc))
+            return
+        launch = driver.launch
+        for st in self.steps:
+            launch(st.fn, st.grid, st.block, st.smem, stream, st.params(), st.args(pa, pb, pc), st.cluster)

@@ -1,0 +1,78 @@
+"""Where a call runs: the device that holds its operands, and the caller's stream on it.
+
+* Device: torch ``tensor.get_device()``, CuPy ``array.device.id``, for other GPU arrays (Numba's
+  included) the driver's answer for their address. NumPy operands go to Numba's current device.
+* Stream, when the caller names none: torch's current stream *of the operands' device*, CuPy's
+  current stream, Numba's default stream for Numba and NumPy arrays. A stream the caller names
+  may be a torch, CuPy or Numba stream, an object with ``.handle`` (cuda.core), or a raw handle.
+
+Everything here returns plain ints (device ordinals, CUstream handles).
+"""
+from __future__ import annotations
+
+from . import driver
+
+__all__ = ["device_of", "current_stream", "stream_handle", "numba_stream"]
+
+
+def device_of(x, kind: str) -> int:
+    """The ordinal of the GPU holding array ``x`` (of ``arrays.array_kind`` ``kind``)."""
+    if kind == "torch":
+        return x.get_device()
+    if kind == "cuda":
+        dev = getattr(x, "device", None)
+        i = getattr(dev, "id", None)          # CuPy
+        if isinstance(i, int):
+            return i
+    return driver.device_of_pointer(x.__cuda_array_interface__["data"][0])
+
+
+_TORCH_RAW = None
+
+
+def current_stream(kind: str, dev: int) -> int:
+    """The caller's current stream on device ``dev`` for arrays of this kind."""
+    if kind == "torch":
+        global _TORCH_RAW
+        if _TORCH_RAW is None:
+            import torch
+            _TORCH_RAW = getattr(torch._C, "_cuda_getCurrentRawStream", None) or \
+                (lambda d: torch.cuda.current_stream(d).cuda_stream)
+        return _TORCH_RAW(dev)
+    if kind == "cuda":
+        try:
+            import cupy
+            with cupy.cuda.Device(dev):
+                return cupy.cuda.get_current_stream().ptr
+        except ImportError:
+            pass
+    from numba import cuda
+    return _handle_value(cuda.default_stream().handle)
+
+
+def _handle_value(h) -> int:
+    return int(getattr(h, "value", h) or 0)
+
+
+def stream_handle(stream) -> int:
+    """The raw CUstream handle of a stream object the caller passed (or of a raw handle)."""
+    if isinstance(stream, int):
+        return stream
+    mod = type(stream).__module__
+    if mod.startswith("torch"):
+        return int(stream.cuda_stream)
+    if mod.startswith("cupy"):
+        return int(stream.ptr)
+    h = getattr(stream, "handle", None)
+    if h is not None:                        # Numba (ctypes c_void_p), cuda.core (CUstream)
+        return _handle_value(h) if hasattr(h, "value") else int(h)
+    raise TypeError(f"stream must be a torch, CuPy, Numba or cuda.core stream or a raw CUstream handle, "
+                    f"got {type(stream).__name__}")
+
+
+def numba_stream(handle: int):
+    """A Numba stream object for a raw handle (NumPy operands are copied with Numba)."""
+    from numba import cuda
+    if handle == 0:
+        return cuda.default_stream()
+    return cuda.external_stream(handle)

@@ -1,0 +1,193 @@
+"""A real program's settings, on a GPU: the caller's stream (torch and CuPy), operands on another
+GPU, CUDA graph capture and replay, the call cache across new pointers and shapes, a fresh
+process with a cold and a warm kernel cache."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import numba_tc
+
+pytestmark = pytest.mark.gpu
+
+torch = pytest.importorskip("torch")
+# the rung of each ladder a user meets: its dtype and tolerance
+CASES = [("hopper", torch.bfloat16, 1e-2), ("mma_tuned", torch.bfloat16, 1e-2), ("warptile", torch.float32, 1e-5)]
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _sm90():
+    return torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
+
+
+def _cases():
+    return [c for c in CASES if c[0] != "hopper" or _sm90()]
+
+
+def _err(c, a, b):
+    ref = a.double() @ b.double()
+    c = c.double()
+    if not bool(torch.isfinite(c).all()):
+        return float("inf")
+    return float(torch.linalg.norm(c - ref) / torch.linalg.norm(ref))
+
+
+@pytest.mark.parametrize("variant, dtype, tol", _cases())
+def test_runs_on_the_current_torch_stream(variant, dtype, tol):
+    """Operands written on a busy non-blocking stream: the call must queue behind that work."""
+    s = torch.cuda.Stream()
+    for m, n, k in ((512, 384, 256), (1000, 776, 520), (64, 64, 64)):
+        torch.cuda.synchronize()
+        with torch.cuda.stream(s):
+            torch.cuda._sleep(20_000_000)                 # ~10 ms of GPU time on s
+            a = torch.randn(m, k, device="cuda", dtype=dtype)
+            b = torch.randn(k, n, device="cuda", dtype=dtype)
+            c = numba_tc.gemm(a, b, variant=variant)
+            c2 = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
+            numba_tc.gemm(a, b, variant=variant, out=c2)
+        s.synchronize()
+        assert _err(c, a, b) < tol and _err(c2, a, b) < tol
+
+
+def test_runs_on_the_current_cupy_stream():
+    cupy = pytest.importorskip("cupy")
+    s = cupy.cuda.Stream(non_blocking=True)
+    for variant, dt in (("warptile", np.float32), ("mma_tuned", np.float16)):
+        with s:
+            x = cupy.random.standard_normal((700, 300), dtype=np.float32)
+            for _ in range(20):                           # keep s busy before a and b exist
+                x = x @ x.T @ x if x.shape[0] == 700 else x
+            a = cupy.random.standard_normal((700, 300), dtype=np.float32).astype(dt)
+            b = cupy.random.standard_normal((300, 500), dtype=np.float32).astype(dt)
+            c = numba_tc.gemm(a, b, variant=variant)
+        s.synchronize()
+        ref = cupy.asnumpy(a).astype(np.float64) @ cupy.asnumpy(b).astype(np.float64)
+        err = np.linalg.norm(cupy.asnumpy(c).astype(np.float64) - ref) / np.linalg.norm(ref)
+        assert err < (1e-5 if dt == np.float32 else 1e-2), (variant, err)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+@pytest.mark.parametrize("variant, dtype, tol", CASES)
+def test_operands_on_another_gpu(variant, dtype, tol):
+    torch.cuda.set_device(0)
+    for m, n, k in ((300, 200, 136), (1024, 1024, 1024)):
+        a = torch.randn(m, k, device="cuda:1", dtype=dtype)
+        b = torch.randn(k, n, device="cuda:1", dtype=dtype)
+        c = numba_tc.gemm(a, b, variant=variant)
+        assert c.device == a.device and torch.cuda.current_device() == 0
+        torch.cuda.synchronize(1)
+        assert _err(c, a, b) < tol
+        with torch.cuda.device(1):                        # the same call from device 1's side
+            c = numba_tc.gemm(a, b, variant=variant)
+        assert _err(c, a, b) < tol
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_operands_on_two_gpus_are_an_error():
+    a = torch.randn(64, 64, device="cuda:0")
+    b = torch.randn(64, 64, device="cuda:1")
+    with pytest.raises(ValueError, match="a is on device 0 but b is on device 1"):
+        numba_tc.gemm(a, b)
+    with pytest.raises(ValueError, match="out is on device 1"):
+        numba_tc.gemm(a, a, out=torch.empty(64, 64, device="cuda:1"))
+
+
+@pytest.mark.parametrize("variant, dtype, tol", _cases())
+def test_graph_capture_then_other_calls_then_replay(variant, dtype, tol):
+    m, n, k = 520, 264, 392
+    a = torch.randn(m, k, device="cuda", dtype=dtype)
+    b = torch.randn(k, n, device="cuda", dtype=dtype)
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
+    numba_tc.gemm(a, b, variant=variant, out=c)          # warm: compile and load outside capture
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        numba_tc.gemm(a, b, variant=variant, out=c)
+        d = numba_tc.gemm(a, b, variant=variant)        # the result allocated inside capture
+    for mm in (520, 1000, 64):                          # other operands, shapes, pointers
+        x = torch.randn(mm, k, device="cuda", dtype=dtype)
+        y = numba_tc.gemm(x, b, variant=variant)
+        assert _err(y, x, b) < tol
+    for _ in range(3):
+        a.copy_(torch.randn_like(a))
+        c.fill_(float("nan"))
+        g.replay()
+        torch.cuda.synchronize()
+        assert _err(c, a, b) < tol and _err(d, a, b) < tol
+
+
+_CAPTURE_NUMPY = """
+import numpy as np, torch, numba_tc
+a = np.random.rand(64, 64).astype(np.float32)
+numba_tc.gemm(a, a, variant="warptile")
+g = torch.cuda.CUDAGraph()
+try:
+    with torch.cuda.graph(g):
+        numba_tc.gemm(a, a, variant="warptile")
+except numba_tc.CaptureError as e:
+    print("refused:", e)
+"""
+
+
+def test_numpy_operands_cannot_be_captured():
+    """A clear error, not a wrong replay (in a process of its own: an aborted capture leaves
+    torch's random generator unusable)."""
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, "-c", _CAPTURE_NUMPY], env=env, capture_output=True, text=True, timeout=300)
+    assert "refused: NumPy operands" in out.stdout, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("variant, dtype, tol", _cases())
+def test_call_cache_new_pointers_new_shapes_and_out(variant, dtype, tol):
+    big = torch.randn(2048 * 1024, device="cuda", dtype=dtype)
+    b = torch.randn(256, 200, device="cuda", dtype=dtype)
+    for i in range(4):                                  # one shape, a new pointer each time
+        a = torch.randn(300, 256, device="cuda", dtype=dtype)
+        assert _err(numba_tc.gemm(a, b, variant=variant), a, b) < tol
+    for off, m in ((0, 300), (0, 128), (512, 300), (1024, 77)):   # one buffer, new shapes
+        a = big[off:off + m * 256].view(m, 256)
+        assert _err(numba_tc.gemm(a, b, variant=variant), a, b) < tol
+    for out_dtype in (torch.float32, dtype):
+        c = torch.full((300, 200), float("nan"), device="cuda", dtype=out_dtype)
+        numba_tc.gemm(big[:300 * 256].view(300, 256), b, variant=variant, out=c)
+        assert _err(c, big[:300 * 256].view(300, 256), b) < tol
+        ct = torch.full((200, 300), float("nan"), device="cuda", dtype=out_dtype).T   # column-major out
+        numba_tc.gemm(big[:300 * 256].view(300, 256), b, variant=variant, out=ct)
+        assert _err(ct, big[:300 * 256].view(300, 256), b) < tol
+    with pytest.raises(ValueError, match="overlaps"):
+        sq = torch.randn(256, 256, device="cuda", dtype=dtype)
+        numba_tc.gemm(sq, sq, variant=variant, out=sq)
+
+
+_FRESH = """
+import time, torch
+t0 = time.perf_counter()
+import numba_tc
+t1 = time.perf_counter()
+a = torch.randn(256, 256, device="cuda", dtype=torch.{dtype})
+torch.cuda.synchronize()
+t2 = time.perf_counter()
+c = numba_tc.gemm(a, a, variant="{variant}")
+torch.cuda.synchronize()
+t3 = time.perf_counter()
+ref = a.double() @ a.double()
+err = float(torch.linalg.norm(c.double() - ref) / torch.linalg.norm(ref))
+print(f"import {{t1 - t0:.3f}} first_call {{t3 - t2:.3f}} err {{err:.2e}}")
+"""
+
+
+@pytest.mark.parametrize("variant, dtype, tol", _cases())
+def test_fresh_process_cold_then_warm_cache(variant, dtype, tol, tmp_path):
+    env = dict(os.environ, NUMBA_TC_CACHE_DIR=str(tmp_path), PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    code = _FRESH.format(dtype=str(dtype).split(".")[-1], variant=variant)
+    runs = []
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        words = out.stdout.split()
+        runs.append(dict(zip(words[::2], map(float, words[1::2]))))
+    assert all(r["err"] < tol for r in runs)
+    assert runs[1]["first_call"] < runs[0]["first_call"]        # the second process loads, not compiles
+    assert os.listdir(tmp_path)
