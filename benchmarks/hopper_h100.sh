@@ -15,7 +15,6 @@ echo "== sweep"; $B --variants hopper --dtype bfloat16 --plot "$OUT/hopper_sweep
   4096 8192 4096x4096x1024 8192x1024x8192 3000x5000x2000 1024 2048 6144 4000x4000x4000 \
   5000x3000x7000 8192x8192x1024 1024x8192x8192 16384x4096x4096 2056x4104x3000 12288x12288x2048 \
   3336x3336x3336 7000x1000x3000 1536x6144x1000
-echo "== row strides vs loaders"; python benchmarks/probe_hopper.py
 fi
 if [ "$what" != bench ]; then
 echo "== sanitizers (small ragged problems; exit 0 = no errors)"

@@ -1,119 +1,63 @@
-"""Time candidate tile configurations side by side with cuBLAS.
+"""Time candidate tile configurations of one ladder side by side with cuBLAS.
 
-    python benchmarks/tune.py simt --sizes 4096 [--json out.json]
+    python benchmarks/tune.py simt --sizes 4096 6144 [--only 2 24] [--json out.json]
     python benchmarks/tune.py mma --dtype bfloat16 --sizes 4096 8192
-    python benchmarks/tune.py wgmma --dtype bfloat16 --sizes 4096 8192
+    python benchmarks/tune.py wgmma --dtype bfloat16 --sizes 4096 8192 --only 1 3 9
 
-Each candidate is registered as a variant named ``tune_<i>``, so it goes through the same
-checks and timing as the ladder; the winner becomes the rung's configuration by hand
-(``simt.RUNG7``, ``tensorcore.RUNG5``), with the numbers.
+The candidates are data (benchmarks/tune_candidates.json): per ladder, a base configuration and
+the fields each candidate sets over it, under an id that names it ``tune_<id>``. Each runs as an
+unregistered variant (``numba_tc.variant_from``) through the same checks and timing as the ladder;
+a winner becomes the rung's configuration by hand, with its numbers in benchmarks/NOTES.md.
 """
 import argparse
+import json
+import os
 import sys
 
 import numba_tc
-from numba_tc import bench, hopper, simt, tensorcore
-from numba_tc.config import ConfigError, MmaConfig, SimtConfig, Variant, WgmmaConfig
+from numba_tc import bench, config
 
-SIMT_BASE = dict(bm=128, bn=128, threads=256, warptile=True, a_kmajor=True, vector_loads=True, stages=2)
-SIMT = [
-    dict(bk=16, tm=4, tn=4, wm=64, wn=32, wniter=2, min_blocks=1, a_pad=4),
-    dict(bk=16, tm=4, tn=4, wm=64, wn=32, wniter=2, min_blocks=2, a_pad=4),
-    dict(bk=16, tm=4, tn=4, wm=64, wn=32, wniter=2, min_blocks=3, bn=64, threads=128, a_pad=4),
-    dict(bk=16, tm=4, tn=4, wm=64, wn=32, wniter=2, min_blocks=4, bn=64, threads=128, a_pad=4),
-    dict(bk=32, tm=4, tn=4, wm=64, wn=32, wniter=2, min_blocks=3, bn=64, threads=128),
-    dict(bk=16, tm=4, tn=4, wm=32, wn=64, wniter=4, min_blocks=3, bm=64, threads=128),
-    dict(bk=16, tm=8, tn=4, wm=64, wn=32, wniter=2, min_blocks=2, a_pad=4),
-    dict(bk=8, tm=4, tn=4, wm=64, wn=32, wniter=2, min_blocks=2, a_pad=4),
-    # 128 outputs per thread (cuBLAS's sgemm on the H100: 256x128x8, warps 4x2, 254 registers)
-    dict(bk=8, tm=4, tn=4, wm=64, wn=64, wniter=4, min_blocks=1, bm=256, a_pad=4),
-    dict(bk=8, tm=4, tn=8, wm=64, wn=64, wniter=2, min_blocks=1, bm=256, a_pad=4),
-    dict(bk=8, tm=4, tn=4, wm=64, wn=64, wniter=4, min_blocks=1, bn=256, a_pad=4),
-    dict(bk=8, tm=4, tn=4, wm=64, wn=64, wniter=4, min_blocks=2, threads=128, a_pad=4),
-    # session 6, after the whole-tile loop
-    dict(bk=8, tm=4, tn=4, wm=64, wn=32, wniter=2, min_blocks=1, a_pad=4),
-    dict(bk=8, tm=4, tn=4, wm=64, wn=32, wniter=2, min_blocks=3, bn=64, threads=128, a_pad=4),
-    dict(bk=16, tm=4, tn=4, wm=64, wn=32, wniter=2, min_blocks=3, bm=64, threads=128, a_pad=4),
-    dict(bk=16, tm=4, tn=4, wm=32, wn=64, wniter=2, min_blocks=3, bn=64, threads=128, a_pad=4),
-    dict(bk=16, tm=4, tn=4, wm=32, wn=64, wniter=2, min_blocks=1, a_pad=4),
-    # 2 blocks per SM (ptxas takes 200-206 registers): 4096^3 is 7.8 waves of them, not 5.2 of 3
-    dict(bk=16, tm=4, tn=4, wm=64, wn=32, wniter=2, min_blocks=2, bm=64, threads=128, a_pad=4),
-    dict(bk=16, tm=4, tn=4, wm=64, wn=32, wniter=2, min_blocks=2, bn=64, threads=128, a_pad=4),
-    # session 7: 128 outputs per thread again, now with the whole-tile loop (8-11 at bk=16)
-    dict(bk=16, tm=4, tn=4, wm=64, wn=64, wniter=4, min_blocks=1, bm=256),       # 48 KiB: no pad
-    dict(bk=16, tm=4, tn=4, wm=64, wn=64, wniter=4, min_blocks=1, bn=256),
-    dict(bk=16, tm=4, tn=4, wm=64, wn=64, wniter=4, min_blocks=2, threads=128, a_pad=4),
-    # rung 7 (2) with 4-byte C stores (accumulators free of B's register banks), the tail split, both
-    dict(bk=16, tm=4, tn=4, wm=64, wn=32, wniter=2, min_blocks=3, bn=64, threads=128, a_pad=4,
-         vector_stores=False),
-    dict(bk=16, tm=4, tn=4, wm=64, wn=32, wniter=2, min_blocks=3, bn=64, threads=128, a_pad=4,
-         split_tail=True),
-    dict(bk=16, tm=4, tn=4, wm=64, wn=32, wniter=2, min_blocks=3, bn=64, threads=128, a_pad=4,
-         vector_stores=False, split_tail=True),
-    dict(bk=16, tm=4, tn=4, wm=64, wn=32, wniter=2, min_blocks=1, a_pad=4, vector_stores=False),
-]
-MMA_BASE = dict(async_copy=True, group_m=8, frag_prefetch=True)
-MMA = [
-    dict(bm=128, bn=256, wm=64, wn=64, min_blocks=1),
-    dict(bm=256, bn=128, wm=64, wn=64, min_blocks=1),                 # rung 5
-    dict(bm=128, bn=128, wm=64, wn=64, min_blocks=2),
-    dict(bm=256, bn=128, wm=64, wn=64, min_blocks=1, max_stages=3),
-    dict(bm=256, bn=128, wm=64, wn=64, min_blocks=1, group_m=16),
-    dict(bm=256, bn=128, wm=64, wn=64, min_blocks=1, group_m=4),
-    dict(bm=64, bn=256, wm=64, wn=64, min_blocks=2),
-    dict(bm=256, bn=128, wm=64, wn=64, min_blocks=1, frag_prefetch=False),
-]
-WGMMA_BASE = dict(bm=128, bn=256, consumers=2, producer=True, regs=(40, 232), persistent=True)
-WGMMA = [
-    dict(),                                          # rung 5
-    dict(tma_store=True),                            # rung 7 without the cluster
-    dict(cluster=2),                                 # rung 6
-    dict(cluster=2, tma_store=True),                 # rung 7
-    dict(cluster=2, tma_store=True, max_stages=3),
-    dict(cluster=2, tma_store=True, group_m=16),
-    dict(cluster=2, tma_store=True, regs=(24, 240)),
-    dict(bm=256, bn=128, cluster=2, tma_store=True),
-    dict(cluster=2, tma_store=True, group_m=4),
-    # session 6, re-measured with interleaved timing: rung 7 (1) against these
-    dict(tma_store=True, max_stages=3),
-    dict(tma_store=True, group_m=16),
-    dict(tma_store=True, group_m=4),
-    dict(tma_store=True, regs=(24, 240)),
-    # session 8, with the balanced persistent grid: the output-box ring, 3 stages against 4
-    dict(tma_store=True, max_stages=3, epi_boxes=4),
-    dict(tma_store=True, epi_boxes=1),
-    dict(cluster=2, tma_store=True, max_stages=3, epi_boxes=4),
-]
-LADDERS = {"simt": (SimtConfig, SIMT_BASE, SIMT, lambda cfg: simt._launch_tiled(7, cfg), ("float32",), (3, 5)),
-           "mma": (MmaConfig, MMA_BASE, MMA, tensorcore._launch_tiled, ("float16", "bfloat16", "tf32"), (8, 0)),
-           "wgmma": (WgmmaConfig, WGMMA_BASE, WGMMA, hopper._launch, ("bfloat16", "float16"), (9, 0))}
+CANDIDATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tune_candidates.json")
+
+
+def load_ladders(path=CANDIDATES):
+    """{ladder: {"config", "dtype", "base", "candidates"}} from the candidates file."""
+    with open(path) as f:
+        return {k: v for k, v in json.load(f).items() if isinstance(v, dict)}
+
+
+def build(ladder, candidate):
+    """The candidate's configuration; raises numba_tc.ConfigError if it cannot work."""
+    fields = dict(ladder["base"], **candidate["set"])
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()}   # regs: a pair
+    return getattr(config, ladder["config"])(**fields)
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("ladder", choices=sorted(LADDERS))
-    p.add_argument("--sizes", nargs="*", type=int, default=[4096])
-    p.add_argument("--dtype", default=None)
-    p.add_argument("--only", nargs="*", type=int, help="candidate indices to run")
-    p.add_argument("--json")
+    ladders = load_ladders()
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("ladder", choices=sorted(ladders))
+    p.add_argument("--sizes", nargs="*", type=int, default=[4096], help="N for N^3 problems")
+    p.add_argument("--dtype", default=None, help="default: the ladder's dtype in the candidates file")
+    p.add_argument("--only", nargs="*", type=int, help="candidate ids to run (default: all)")
+    p.add_argument("--json", help="merge records into this JSON file")
     args = p.parse_args()
-    cls, base, cands, launcher, dtypes, cc = LADDERS[args.ladder]
-    dtype = args.dtype or dtypes[0]
-    names = []
-    for i, c in enumerate(cands):
-        if args.only and i not in args.only:
+    ladder = ladders[args.ladder]
+    variants = []
+    for cand in ladder["candidates"]:
+        if args.only and cand["id"] not in args.only:
             continue
+        name = f"tune_{cand['id']}"
         try:
-            cfg = cls(**dict(base, **c))
-        except ConfigError as e:
-            print(f"tune_{i}: invalid ({e})")
+            cfg = build(ladder, cand)
+        except numba_tc.ConfigError as e:
+            print(f"{name}: invalid ({e})")
             continue
-        numba_tc.register(Variant(f"tune_{i}", args.ladder, 70 + i, dtypes, cc, str(c), launcher(cfg), cfg,
-                                  ("float32", "float16", "bfloat16")))
-        names.append(f"tune_{i}")
-        print(f"tune_{i}: {c}  smem={cfg.smem_bytes}B stages={getattr(cfg, 'stages', '')}")
-    recs = bench.run(names, [(s, s, s) for s in args.sizes], dtype=dtype, command=" ".join(sys.argv),
-                     progress=False)
+        variants.append(numba_tc.variant_from(cfg, name=name))
+        print(f"{name}: {cand['set']}  smem={cfg.smem_bytes}B stages={getattr(cfg, 'stages', '')}  "
+              f"({cand['note']})")
+    recs = bench.run(variants, [(s, s, s) for s in args.sizes], dtype=args.dtype or ladder["dtype"],
+                     command=" ".join(sys.argv), progress=False)
     print(bench.table(recs))
     if args.json:
         bench.merge_records(args.json, recs)
