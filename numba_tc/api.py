@@ -382,13 +382,14 @@ def _gemm_copying(a, b, variant, out, out_dtype, stream, allow_tf32):
     if k == 0:
         _zero_fill(result, kind)
         return result
+    st = runtime.stream_handle(stream) if stream is not None else 0
+    if kind == "numpy" and not SIMULATOR and runtime.capturing(st):
+        raise CaptureError("NumPy operands are copied to the GPU and back with a synchronization, "
+                           "which a CUDA graph cannot capture: pass GPU arrays")
     ctx = contextlib.nullcontext() if SIMULATOR else driver.on_device(pr.device)
     with ctx:
-        st = runtime.stream_handle(stream) if stream is not None else (
-            0 if SIMULATOR else runtime.current_stream(kind, pr.device))
-        if kind == "numpy" and not SIMULATOR and driver.stream_is_capturing(st):
-            raise CaptureError("NumPy operands are copied to the GPU and back with a synchronization, "
-                               "which a CUDA graph cannot capture: pass GPU arrays")
+        if stream is None and not SIMULATOR:
+            st = runtime.current_stream(kind, pr.device)
         nst = 0 if SIMULATOR else runtime.numba_stream(st)
         A = as_matrix(a, "a", stream=nst, described=pr.desc_a)
         B = as_matrix(b, "b", stream=nst, described=pr.desc_b)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from . import driver
 
-__all__ = ["device_of", "current_stream", "stream_handle", "numba_stream"]
+__all__ = ["device_of", "current_stream", "stream_handle", "numba_stream", "capturing"]
 
 
 def device_of(x, kind: str) -> int:
@@ -76,3 +76,22 @@ def numba_stream(handle: int):
     if handle == 0:
         return cuda.default_stream()
     return cuda.external_stream(handle)
+
+
+def capturing(stream: int) -> bool:
+    """Whether a CUDA graph capture is under way that this call would join: on ``stream`` (not
+    asked of the legacy default stream 0, where asking during another stream's capture would
+    invalidate that capture), or on torch's or CuPy's current stream, if they are loaded."""
+    import sys
+    if stream not in (0, 1, 2) and driver.stream_is_capturing(stream):     # 1, 2: legacy, per-thread
+        return True
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing():
+        return True
+    cupy = sys.modules.get("cupy")
+    if cupy is not None:
+        try:
+            return bool(cupy.cuda.get_current_stream().is_capturing())
+        except Exception:
+            return False
+    return False
