@@ -265,6 +265,13 @@ class Params:
 _STREAMS: dict = {}
 
 
+def _dims(d):
+    """(x, y) of a launch dimension given as an int, (x,) or (x, y)."""
+    if isinstance(d, int):
+        return d, 1
+    return (d[0], 1) if len(d) == 1 else (d[0], d[1])
+
+
 def launch(fn: Function, grid, block, smem: int, stream: int, params: Params, values,
            cluster: int = 1) -> None:
     """Launch ``fn`` on ``stream`` (a raw CUstream handle of ``fn``'s device) with ``values``
@@ -274,8 +281,8 @@ def launch(fn: Function, grid, block, smem: int, stream: int, params: Params, va
     cu = _cu()
     addr = params.pack(values)
     if cluster == 1:
-        gx, gy = (grid, 1) if isinstance(grid, int) else grid
-        bx, by = (block, 1) if isinstance(block, int) else block
+        gx, gy = _dims(grid)
+        bx, by = _dims(block)
         s = _STREAMS.get(stream)
         if s is None:
             if len(_STREAMS) > 1024:
