@@ -18,6 +18,7 @@ from typing import Any, Tuple
 import numpy as np
 
 from .intrinsics import SIMULATOR
+from .layout import ITEMSIZE
 
 __all__ = ["Matrix", "as_matrix", "array_kind", "dtype_name", "describe", "address", "new_like", "np_dtype",
            "SUPPORTED_DTYPES"]
@@ -86,7 +87,7 @@ class Matrix:
 
     @property
     def itemsize(self) -> int:
-        return 2 if self.dtype in ("float16", "bfloat16") else 4
+        return ITEMSIZE[self.dtype]
 
     @property
     def aligned16(self) -> bool:

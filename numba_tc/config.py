@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Callable, Optional, Tuple
 
+from . import layout
 from .errors import ConfigError
 
 __all__ = ["ConfigError", "SimtConfig", "MmaConfig", "WgmmaConfig", "Variant", "STATIC_SMEM_LIMIT", "MAX_THREADS",
@@ -17,7 +18,8 @@ __all__ = ["ConfigError", "SimtConfig", "MmaConfig", "WgmmaConfig", "Variant", "
 STATIC_SMEM_LIMIT = 48 * 1024   # bytes of static shared memory a block may declare (all CUDA GPUs)
 MAX_THREADS = 1024              # threads per block (all CUDA GPUs)
 SMEM_PER_BLOCK_MAX = 227 * 1024   # opt-in dynamic shared memory per block on sm_90 (232448 bytes)
-SMEM_PER_SM = 228 * 1024          # shared memory per SM on sm_90 (each block also reserves 1 KiB)
+SMEM_PER_SM = 228 * 1024          # shared memory per SM on sm_90
+BLOCK_RESERVED = 1024             # shared memory the system reserves per block (sm_80+)
 WARP = 32
 
 
@@ -178,7 +180,7 @@ class MmaConfig:
     def stages(self) -> int:
         if not self.async_copy:
             return 1
-        budget = min(SMEM_PER_BLOCK_MAX, SMEM_PER_SM // self.min_blocks - 1024)
+        budget = min(SMEM_PER_BLOCK_MAX, SMEM_PER_SM // self.min_blocks - BLOCK_RESERVED)
         return min(self.max_stages, budget // self.stage_bytes)
 
     @property
@@ -271,7 +273,7 @@ class WgmmaConfig:
 
     @property
     def stage_bytes(self) -> int:
-        return (self.bm + self.bn) * self.bk * 2
+        return (self.bm + self.bn) * self.bk * 2       # (16-bit inputs: layout.ITEMSIZE)
 
     @property
     def barrier_bytes(self) -> int:
@@ -281,18 +283,18 @@ class WgmmaConfig:
     def epilogue_bytes(self) -> int:
         """``epi_boxes`` 64-row x 128-byte output boxes per consumer (a ring: some fill while TMA
         stores the others)."""
-        return self.consumers * self.epi_boxes * 8192 if self.tma_store else 0
+        return self.consumers * self.epi_boxes * layout.OUT_BOX_BYTES if self.tma_store else 0
 
     @property
     def stages(self) -> int:
-        # 1024 bytes of slack: the dynamic shared memory base is rounded up to 1024 (the swizzle period)
-        budget = (min(SMEM_PER_BLOCK_MAX, SMEM_PER_SM // self.min_blocks - 1024) - 1024
+        # slack for rounding the dynamic shared memory base up to the swizzle period
+        budget = (min(SMEM_PER_BLOCK_MAX, SMEM_PER_SM // self.min_blocks - BLOCK_RESERVED) - layout.SWIZZLE_ALIGN
                   - self.barrier_bytes - self.epilogue_bytes)
         return min(self.max_stages, budget // self.stage_bytes)
 
     @property
     def smem_bytes(self) -> int:
-        return 1024 + self.stages * self.stage_bytes + self.epilogue_bytes + self.barrier_bytes
+        return layout.SWIZZLE_ALIGN + self.stages * self.stage_bytes + self.epilogue_bytes + self.barrier_bytes
 
     def validate(self) -> None:
         _need(self.bk == 64, "bk is 64: one 128-byte swizzled row of 16-bit elements per K slice")

@@ -53,12 +53,12 @@ from .primitives import (cluster_ctarank, cluster_sync, fence_proxy_async, mbar_
                          tma_store_wait_read, wgmma_commit, wgmma_fence, wgmma_m64n64k16, wgmma_m64n128k16,
                          wgmma_m64n256k16, wgmma_wait)
 from .schedule import balanced_workers, cdiv, tile_origin
-from .tensorcore import OUT_KIND, store_fragments
+from .tensorcore import OUT_CONVERT, store_fragments
 from .tensormap import MAP_BYTES, encode, tma_requirements, tma_rows_fast
 
-__all__ = ["RUNGS", "wgmma_kernel", "PARAMS", "KIND"]
+__all__ = ["RUNGS", "wgmma_kernel", "PARAMS", "WGMMA_TYPE", "variant_from"]
 
-KIND = {"float16": 0, "bfloat16": 1}            # ptx/hopper.cu wgmma input kinds
+WGMMA_TYPE = {"float16": 0, "bfloat16": 1}      # ptx/hopper.cu: wgmma's input type argument
 _WGMMA = {64: wgmma_m64n64k16, 128: wgmma_m64n128k16, 256: wgmma_m64n256k16}
 # Kernel parameters: tensor maps of A, B and C (by value); C's address; M, N, K; ldc
 PARAMS = ("map",) * 3 + ("i64",) * 5
@@ -105,24 +105,25 @@ def _produce(tma, tmb, stage, full, bm0, bn0, k0, rank, A_KM, B_KM, BM, BN, A_BY
 
 
 @device
-def _wgmma_one(t, pacc, stage, a_row0, A_BYTES, A_KM, B_KM, TA, TB, MI, BN, KND, WG):
-    """wgmma number t of a K slice: k16 step t // MI, m64 block t % MI of this warpgroup's rows."""
+def _wgmma_one(t, pacc, stage, a_row0, A_BYTES, A_KM, B_KM, MI, BN, KND, WG):
+    """wgmma number t of a K slice: k16 step t // MI, m64 block t % MI of this warpgroup's rows.
+    wgmma's transpose flags say an operand is mn-major (not k-major)."""
     ks = t // MI
     mi = t - ks * MI
     da = _operand_desc(stage, A_KM, a_row0 + 64 * mi, ks)
     db = _operand_desc(stage + A_BYTES, B_KM, 0, ks)
-    WG(pacc, mi * (BN // 2), da, db, 1, KND, TA, TB)
+    WG(pacc, mi * (BN // 2), da, db, 1, KND, 0 if A_KM else 1, 0 if B_KM else 1)
 
 
 _wgmma_all = unrolled(_wgmma_one, 8)
 
 
 @device
-def _consume(pacc, stage, full, ph, a_row0, A_BYTES, A_KM, B_KM, TA, TB, MI, BN, KND, WG):
+def _consume(pacc, stage, full, ph, a_row0, A_BYTES, A_KM, B_KM, MI, BN, KND, WG):
     """Wait for the stage's K slice to land, then issue (and commit, as one group) its wgmmas."""
     mbar_wait(full, ph)
     wgmma_fence()
-    _wgmma_all(4 * MI, pacc, stage, a_row0, A_BYTES, A_KM, B_KM, TA, TB, MI, BN, KND, WG)
+    _wgmma_all(4 * MI, pacc, stage, a_row0, A_BYTES, A_KM, B_KM, MI, BN, KND, WG)
     wgmma_commit()
 
 
@@ -145,7 +146,7 @@ def _store_box(t, acc, tmc, buf0, nbox, row0, col0, tw, lane, BN, NBOX, COLS, OU
     registers -> shared box (a ring of EB) -> one TMA store, which clips at C's edges."""
     mi = t // NBOX
     bx = t - mi * NBOX
-    buf = buf0 + ((nbox + t) & (EB - 1)) * 8192
+    buf = buf0 + ((nbox + t) & (EB - 1)) * layout.OUT_BOX_BYTES
     if tw == 0:
         tma_store_wait_read(EB - 1)            # the store that used this buffer has read it
     named_barrier(BAR, 128)
@@ -178,12 +179,139 @@ def _advance(s, ph, S):
     return s + 1, ph
 
 
+# ---------------------------------------------------------------------------------------------
+# The kernel's parts, CUTLASS's way: a tile scheduler (which tile a block takes next), a producer
+# (TMA into the ring), a mainloop (wgmma over the ring) and an epilogue (accumulators to C). Each
+# is one device function; a configuration picks which ones run (``wgmma_kernel``). Upper-case
+# arguments are compile-time constants of the configuration.
+# ---------------------------------------------------------------------------------------------
 @device
-def _cluster_tile(ct, rank, grid_m, grid_n, GROUP, BM, BN, CL):
-    """Origin of this CTA's tile in cluster tile ``ct``: the CL blocks of a cluster take CL
-    tiles stacked along M (the same B tile), in grouped order."""
+def _tile(ct, rank, grid_m, grid_n, GROUP, BM, BN, CL):
+    """Scheduler: origin of this CTA's tile in cluster tile ``ct``. Tiles go in grouped order
+    (``schedule.tile_origin``); the CL blocks of a cluster take CL tiles stacked along M (the
+    same B tile). A persistent grid walks cluster tiles cid, cid + clusters, .."""
     cm0, bn0 = tile_origin(ct, (grid_m + CL - 1) // CL, grid_n, GROUP, CL * BM, BN)
     return cm0 + rank * BM, bn0
+
+
+@device
+def _init_ring(bars, tma_a, tma_b, S, ARRIVALS, CL):
+    """Thread 0 initialises a full and an empty mbarrier per stage (full[s] at bars + 8s, empty[s]
+    at bars + 8(S + s)) and prefetches the operands' tensor maps; every thread (of the cluster)
+    then waits, so that no barrier is used before it exists."""
+    if cuda.threadIdx.x == 0:
+        tma_prefetch_map(tma_a)
+        tma_prefetch_map(tma_b)
+        for s in range(S):
+            mbar_init(bars + 8 * s, 1)
+            mbar_init(bars + 8 * (S + s), ARRIVALS)
+        mbar_fence_init()
+    if CL > 1:
+        cluster_sync()
+    else:
+        cuda.syncthreads()
+
+
+@device
+def _producer(tma_a, tma_b, sbase, bars, cid, nclusters, ntiles, rank, grid_m, grid_n, ktiles,
+              GROUP, A_KM, B_KM, BM, BN, BK, A_BYTES, STAGE, S, CL):
+    """Producer (one thread): for each tile the scheduler gives, wait until the cluster has
+    released a stage, then TMA the next K slice into it."""
+    s = 0
+    ph = 0
+    for ct in range(cid, ntiles, nclusters):
+        bm0, bn0 = _tile(ct, rank, grid_m, grid_n, GROUP, BM, BN, CL)
+        for t in range(ktiles):
+            mbar_wait(bars + 8 * (S + s), ph ^ 1)
+            _produce(tma_a, tma_b, sbase + s * STAGE, bars + 8 * s, bm0, bn0, t * BK, rank,
+                     A_KM, B_KM, BM, BN, A_BYTES, STAGE, CL)
+            s, ph = _advance(s, ph, S)
+
+
+@device
+def _mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0, lane, A_BYTES, A_KM, B_KM, MI, BN, KND, WG,
+              STAGE, S, CL):
+    """Mainloop (a consumer warpgroup): ktiles K slices from the ring into the accumulators,
+    one wgmma group kept in flight: once slice t's group is issued, slice t-1's is done and its
+    stage is released in every CTA of the cluster. Returns the ring position after the tile."""
+    prev = 0
+    for t in range(ktiles):
+        _consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0, A_BYTES, A_KM, B_KM, MI, BN, KND, WG)
+        wgmma_wait(1)
+        if t > 0 and lane == 0:
+            _release(bars + 8 * (S + prev), CL)
+        prev = s
+        s, ph = _advance(s, ph, S)
+    wgmma_wait(0)
+    if lane == 0:
+        _release(bars + 8 * (S + prev), CL)
+    return s, ph
+
+
+@device
+def _epilogue(acc, C, tmc, ebase, nbox, bm0, bn0, a_row0, m_warp, ldc, M, N, wg, tw, lane, TMA_C, vc,
+              MI, NI, BN, NBOX, COLS, OUT_ITEM, OUT_K, EB):
+    """Epilogue: the tile's accumulators to C, through shared memory and TMA stores (a ring of
+    EB boxes per consumer, ``_store_box``) or straight from registers (``store_fragments``).
+    Returns the count of boxes this consumer has stored."""
+    if TMA_C:
+        _store_boxes(MI * NBOX, acc, tmc, ebase + wg * (EB * layout.OUT_BOX_BYTES), nbox, bm0 + a_row0, bn0,
+                     tw, lane, BN, NBOX, COLS, OUT_ITEM, OUT_K, 1 + wg, EB)
+        return nbox + MI * NBOX
+    store_fragments(MI * NI, C, ldc, M, N, acc, bm0 + m_warp, bn0, lane, NI, 64, OUT_ITEM, OUT_K, vc)
+    return nbox
+
+
+@device
+def _consumer(acc, pacc, C, tmc, sbase, ebase, bars, cid, nclusters, ntiles, rank, grid_m, grid_n, ktiles,
+              ldc, M, N, wg, tid, TMA_C, vc, GROUP, A_KM, B_KM, BM, BN, WG_M, A_BYTES, STAGE, S, CL, MI, NI,
+              NACC, KND, WG, NBOX, COLS, OUT_ITEM, OUT_K, EB):
+    """A consumer warpgroup: for each tile the scheduler gives, the mainloop, then the epilogue."""
+    tw = tid & 127
+    lane = tid & 31
+    a_row0 = wg * WG_M                                # this consumer's rows of the A tile
+    m_warp = a_row0 + 16 * ((tid >> 5) & 3)           # and this warp's rows of C
+    s = 0
+    ph = 0
+    nbox = 0
+    for ct in range(cid, ntiles, nclusters):
+        bm0, bn0 = _tile(ct, rank, grid_m, grid_n, GROUP, BM, BN, CL)
+        for i in range(NACC):
+            acc[i] = float32(0)
+        s, ph = _mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0, lane, A_BYTES, A_KM, B_KM, MI, BN, KND, WG,
+                          STAGE, S, CL)
+        nbox = _epilogue(acc, C, tmc, ebase, nbox, bm0, bn0, a_row0, m_warp, ldc, M, N, wg, tw, lane, TMA_C, vc,
+                         MI, NI, BN, NBOX, COLS, OUT_ITEM, OUT_K, EB)
+    if TMA_C and tw == 0:
+        tma_store_wait_all()                          # the last boxes are out before the block ends
+
+
+@device
+def _one_tile(acc, pacc, C, tma_a, tma_b, sbase, bars, grid_m, grid_n, ktiles, ldc, M, N, tid, vc, GROUP,
+              A_KM, B_KM, BM, BN, BK, WG_M, A_BYTES, STAGE, S, MI, NI, NACC, KND, WG, OUT_ITEM, OUT_K):
+    """Rungs 1-2, before warp specialization: every warpgroup consumes one tile, thread 0 keeps
+    the ring full, and the block synchronises once per K slice."""
+    bm0, bn0 = tile_origin(cuda.blockIdx.x, grid_m, grid_n, GROUP, BM, BN)
+    a_row0 = (tid >> 7) * WG_M
+    for i in range(NACC):
+        acc[i] = float32(0)
+    if tid == 0:
+        for s in range(S):
+            if s < ktiles:
+                _produce(tma_a, tma_b, sbase + s * STAGE, bars + 8 * s, bm0, bn0, s * BK, 0,
+                         A_KM, B_KM, BM, BN, A_BYTES, STAGE, 1)
+    s = 0
+    ph = 0
+    for t in range(ktiles):
+        _consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0, A_BYTES, A_KM, B_KM, MI, BN, KND, WG)
+        wgmma_wait(0)
+        cuda.syncthreads()                        # every warpgroup is done with stage s
+        if tid == 0 and t + S < ktiles:
+            _produce(tma_a, tma_b, sbase + s * STAGE, bars + 8 * s, bm0, bn0, (t + S) * BK, 0,
+                     A_KM, B_KM, BM, BN, A_BYTES, STAGE, 1)
+        s, ph = _advance(s, ph, S)
+    store_fragments(MI * NI, C, ldc, M, N, acc, bm0 + a_row0 + 16 * ((tid >> 5) & 3), bn0, tid & 31, NI, 64,
+                    OUT_ITEM, OUT_K, vc)
 
 
 @kernel_factory
@@ -192,133 +320,55 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
     """The Hopper kernel for one configuration, input type, output type and operand layout.
     vc: C's column pairs are aligned for paired stores; tma_c: C can be written by TMA (used when
     the configuration has ``tma_store``)."""
-    BM, BN, S, CONS, CL = cfg.bm, cfg.bn, cfg.stages, cfg.consumers, cfg.cluster
-    PRODUCER, (REG_P, REG_C), GROUP = cfg.producer, cfg.regs, cfg.group_m
+    BM, BN, BK, S, CONS, CL = cfg.bm, cfg.bn, cfg.bk, cfg.stages, cfg.consumers, cfg.cluster
+    PRODUCER, (REG_P, REG_C), GROUP, WG_M = cfg.producer, cfg.regs, cfg.group_m, cfg.wg_m
     TMA_C = cfg.tma_store and tma_c
-    WG_M = cfg.wg_m
-    MI = WG_M // 64
-    NACC = MI * BN // 2
-    NI = BN // 8
+    MI, NI, NACC = WG_M // 64, BN // 8, cfg.acc_regs
     A_KM, B_KM = not ta, tb                     # k-major: K contiguous
-    TA, TB = int(not A_KM), int(not B_KM)       # wgmma transpose flags: operand is mn-major
-    BK = cfg.bk
-    A_BYTES = BM * BK * 2
-    STAGE = cfg.stage_bytes
-    KND = KIND[dtype]
-    WG = _WGMMA[BN]
-    OUT_K = OUT_KIND[out_dtype]
-    OUT_ITEM = 4 if OUT_K == 0 else 2
-    COLS = 128 // OUT_ITEM                      # columns of one 128-byte output box
-    NBOX = BN // COLS
-    EPI = cfg.epilogue_bytes
-    EB = cfg.epi_boxes
-    NT = cfg.threads
-    EMPTY_ARRIVALS = CONS * 4 * CL              # lane 0 of every consumer warp of the cluster
+    A_BYTES, STAGE = BM * BK * layout.ITEMSIZE[dtype], cfg.stage_bytes
+    KND, WG = WGMMA_TYPE[dtype], _WGMMA[BN]
+    OUT_K, OUT_ITEM = OUT_CONVERT[out_dtype], layout.ITEMSIZE[out_dtype]
+    COLS = layout.ROW_BYTES // OUT_ITEM         # columns of one 128-byte output box
+    NBOX, EB, EPI = BN // COLS, cfg.epi_boxes, cfg.epilogue_bytes
+    ARRIVALS = CONS * 4 * CL                    # lane 0 of every consumer warp of the cluster
 
     def wgmma_gemm(TMA_A, TMA_B, TMC, C, M, N, K, ldc):
         smem = cuda.shared.array(0, uint32)
-        sbase = (smem_addr(ptr(smem)) + 1023) & ~1023    # the swizzle repeats every 1024 bytes
+        sbase = layout.align_up(smem_addr(ptr(smem)), layout.SWIZZLE_ALIGN)
         ebase = sbase + S * STAGE                         # output boxes (tma_store)
-        bars = ebase + EPI                                # full[s] at bars + 8s, empty[s] after
+        bars = ebase + EPI                                # the ring's mbarriers
         tid = cuda.threadIdx.x
         wg = tid >> 7
-        lane = tid & 31
-        if tid == 0:
-            tma_prefetch_map(TMA_A)
-            tma_prefetch_map(TMA_B)
-            for s in range(S):
-                mbar_init(bars + 8 * s, 1)
-                mbar_init(bars + 8 * (S + s), EMPTY_ARRIVALS)
-            mbar_fence_init()
-        if CL > 1:
-            cluster_sync()                                # peers' barriers exist before use
-        else:
-            cuda.syncthreads()
-
+        _init_ring(bars, TMA_A, TMA_B, S, ARRIVALS, CL)
         grid_m = (M + BM - 1) // BM
         grid_n = (N + BN - 1) // BN
         ktiles = (K + BK - 1) // BK
         acc = cuda.local.array(NACC, float32)
         pacc = ptr(acc)
-        a_row0 = wg * WG_M                                # this consumer's rows of the A tile
-        m_warp = a_row0 + 16 * ((tid >> 5) & 3)           # and this warp's rows of C
-
         if not PRODUCER:
-            # Rungs 1-2: every warpgroup consumes; thread 0 keeps the ring full.
-            bm0, bn0 = tile_origin(cuda.blockIdx.x, grid_m, grid_n, GROUP, BM, BN)
-            for i in range(NACC):
-                acc[i] = float32(0)
-            if tid == 0:
-                for s in range(S):
-                    if s < ktiles:
-                        _produce(TMA_A, TMA_B, sbase + s * STAGE, bars + 8 * s, bm0, bn0, s * BK, 0,
-                                 A_KM, B_KM, BM, BN, A_BYTES, STAGE, 1)
-            s = 0
-            ph = 0
-            for t in range(ktiles):
-                _consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0, A_BYTES, A_KM, B_KM, TA, TB, MI, BN, KND, WG)
-                wgmma_wait(0)
-                cuda.syncthreads()                        # every warpgroup is done with stage s
-                if tid == 0 and t + S < ktiles:
-                    _produce(TMA_A, TMA_B, sbase + s * STAGE, bars + 8 * s, bm0, bn0, (t + S) * BK, 0,
-                             A_KM, B_KM, BM, BN, A_BYTES, STAGE, 1)
-                s, ph = _advance(s, ph, S)
-            store_fragments(MI * NI, C, ldc, M, N, acc, bm0 + m_warp, bn0, lane, NI, 64, OUT_ITEM, OUT_K, vc)
+            _one_tile(acc, pacc, C, TMA_A, TMA_B, sbase, bars, grid_m, grid_n, ktiles, ldc, M, N, tid, vc, GROUP,
+                      A_KM, B_KM, BM, BN, BK, WG_M, A_BYTES, STAGE, S, MI, NI, NACC, KND, WG, OUT_ITEM, OUT_K)
             return
-
-        # Rungs 3-7: warpgroup CONS produces, warpgroups 0..CONS-1 consume. Cluster tiles cid,
-        # cid + clusters, .. (one per cluster unless the grid is persistent).
         rank = cluster_ctarank() if CL > 1 else 0
         cid = cuda.blockIdx.x // CL
         nclusters = cuda.gridDim.x // CL
         ntiles = ((grid_m + CL - 1) // CL) * grid_n
-        if wg == CONS:
+        if wg == CONS:                                    # warpgroup CONS produces (one thread) ...
             if REG_P > 0:
                 setmaxnreg_dec(REG_P)
             if tid == CONS * 128:
-                s = 0
-                ph = 0
-                for ct in range(cid, ntiles, nclusters):
-                    bm0, bn0 = _cluster_tile(ct, rank, grid_m, grid_n, GROUP, BM, BN, CL)
-                    for t in range(ktiles):
-                        mbar_wait(bars + 8 * (S + s), ph ^ 1)     # the cluster released the stage
-                        _produce(TMA_A, TMA_B, sbase + s * STAGE, bars + 8 * s, bm0, bn0, t * BK, rank,
-                                 A_KM, B_KM, BM, BN, A_BYTES, STAGE, CL)
-                        s, ph = _advance(s, ph, S)
-        else:
+                _producer(TMA_A, TMA_B, sbase, bars, cid, nclusters, ntiles, rank, grid_m, grid_n, ktiles,
+                          GROUP, A_KM, B_KM, BM, BN, BK, A_BYTES, STAGE, S, CL)
+        else:                                             # ... warpgroups 0..CONS-1 consume
             if REG_C > 0:
                 setmaxnreg_inc(REG_C)
-            tw = tid & 127
-            s = 0
-            ph = 0
-            nbox = 0
-            for ct in range(cid, ntiles, nclusters):
-                bm0, bn0 = _cluster_tile(ct, rank, grid_m, grid_n, GROUP, BM, BN, CL)
-                for i in range(NACC):
-                    acc[i] = float32(0)
-                prev = 0
-                for t in range(ktiles):
-                    _consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0, A_BYTES, A_KM, B_KM, TA, TB, MI, BN, KND, WG)
-                    wgmma_wait(1)                         # the slice before this one is done:
-                    if t > 0 and lane == 0:               # release its stage (in every CTA)
-                        _release(bars + 8 * (S + prev), CL)
-                    prev = s
-                    s, ph = _advance(s, ph, S)
-                wgmma_wait(0)
-                if lane == 0:
-                    _release(bars + 8 * (S + prev), CL)
-                if TMA_C:
-                    _store_boxes(MI * NBOX, acc, TMC, ebase + wg * (EB * 8192), nbox, bm0 + a_row0, bn0, tw,
-                                 lane, BN, NBOX, COLS, OUT_ITEM, OUT_K, 1 + wg, EB)
-                    nbox += MI * NBOX
-                else:
-                    store_fragments(MI * NI, C, ldc, M, N, acc, bm0 + m_warp, bn0, lane, NI, 64, OUT_ITEM, OUT_K, vc)
-            if TMA_C and tw == 0:
-                tma_store_wait_all()
+            _consumer(acc, pacc, C, TMC, sbase, ebase, bars, cid, nclusters, ntiles, rank, grid_m, grid_n,
+                      ktiles, ldc, M, N, wg, tid, TMA_C, vc, GROUP, A_KM, B_KM, BM, BN, WG_M, A_BYTES, STAGE, S,
+                      CL, MI, NI, NACC, KND, WG, NBOX, COLS, OUT_ITEM, OUT_K, EB)
         if CL > 1:
             cluster_sync()          # no CTA leaves while a peer may still multicast into it
 
-    return kernel(wgmma_gemm, PARAMS, launch_bounds=(NT, cfg.min_blocks))
+    return kernel(wgmma_gemm, PARAMS, launch_bounds=(cfg.threads, cfg.min_blocks))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -25,10 +25,12 @@ from numba.extending import register_jitable
 __all__ = ["elems_per_reg", "elems_per_chunk", "mma_shape", "a_fragment", "b_fragment", "c_fragment",
            "ldsm_a", "ldsm_b", "ldsm_phase_banks", "swizzle", "chunk_offset", "bank", "CHUNK", "BANKS",
            "wgmma_desc", "wgmma_operand_offset", "wgmma_d_fragment", "SW128", "ROW_BYTES", "ATOM_BYTES",
-           "BOX_BYTES"]
+           "BOX_BYTES", "SWIZZLE_ALIGN", "OUT_BOX_BYTES", "ITEMSIZE", "align_up"]
 
 CHUNK = 16      # bytes moved by one cp.async / one ldmatrix row
 BANKS = 32      # shared-memory banks, 4 bytes wide
+# Bytes per element of each dtype numba_tc reads or writes (tf32: float32 arrays on tensor cores)
+ITEMSIZE = {"float32": 4, "tf32": 4, "float16": 2, "bfloat16": 2}
 
 
 @register_jitable
@@ -146,6 +148,14 @@ SW128 = 1          # descriptor swizzle mode (bits 62-63): 1 = 128B, 2 = 64B, 3 
 ROW_BYTES = 128    # one stored row of a 128B-swizzled tile
 ATOM_BYTES = 1024  # 8 rows: the swizzle pattern's period, and SBO
 BOX_BYTES = 8192   # a 64 x 64 box of 16-bit elements: LBO of an mn-major tile
+SWIZZLE_ALIGN = ATOM_BYTES          # swizzled tiles start on this boundary in shared memory
+OUT_BOX_BYTES = 64 * ROW_BYTES      # an epilogue box: 64 rows of C x 128 bytes, stored by TMA
+
+
+@register_jitable
+def align_up(addr, align):
+    """``addr`` rounded up to a multiple of ``align`` (a power of two)."""
+    return (addr + align - 1) & ~(align - 1)
 
 
 @register_jitable

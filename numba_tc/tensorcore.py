@@ -34,21 +34,17 @@ from .primitives import (copy16, cp_async16, cp_async_commit, cp_async_wait, ldg
                          mma_tf32_m16n8k8, smem_addr, stg_out1, stg_out2, sts_u16, sts_u32)
 from .schedule import cdiv, tile_origin
 
-__all__ = ["RUNGS", "naive_kernel", "tiled_kernel", "compute_dtype", "OUT_KIND", "store_fragment",
+__all__ = ["RUNGS", "naive_kernel", "tiled_kernel", "compute_dtype", "OUT_CONVERT", "store_fragment",
            "store_fragments"]
 
 # Output element conversion in the epilogue (ptx/mma.cu: to_bits)
-OUT_KIND = {"float32": 0, "float16": 1, "bfloat16": 2}
+OUT_CONVERT = {"float32": 0, "float16": 1, "bfloat16": 2}
 _MMA = {"float16": mma_f16_m16n8k16, "bfloat16": mma_bf16_m16n8k16, "tf32": mma_tf32_m16n8k8}
 
 
 def compute_dtype(input_dtype: str) -> str:
     """The tensor-core input type for an array dtype: fp32 arrays run as tf32."""
     return "tf32" if input_dtype == "float32" else input_dtype
-
-
-def _itemsize(dtype: str) -> int:
-    return 4 if dtype == "tf32" else 2
 
 
 # ---------------------------------------------------------------------------------------------
@@ -86,13 +82,12 @@ def store_fragment(C, ldc, M, N, acc, off, m0, n0, lane, OUT_ITEM, OUT_K, vc):
 # ---------------------------------------------------------------------------------------------
 @kernel_factory
 def naive_kernel(dtype: str, out_dtype: str, ta: bool, tb: bool):
-    ITEM = _itemsize(dtype)
+    ITEM = layout.ITEMSIZE[dtype]
     E = layout.elems_per_reg(ITEM)
     KSTEP = 8 * E
     MMA = _MMA[dtype]
     LDG = ldg_u32 if ITEM == 4 else ldg_u16
-    OUT_K = OUT_KIND[out_dtype]
-    OUT_ITEM = 4 if OUT_K == 0 else 2
+    OUT_K, OUT_ITEM = OUT_CONVERT[out_dtype], layout.ITEMSIZE[out_dtype]
 
     def mma_naive(A, B, C, M, N, K, lda, ldb, ldc):
         fa = cuda.local.array(4, uint32)
@@ -303,10 +298,29 @@ store_fragments = unrolled(_store_one, 64)
 
 
 @device
-def _copy_slice(stage, k0, ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb, lda, ldb, full,
-                A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES, SWZ, ITEM, EPC, va, vb, ASYNC, tid, NT):
-    """K slice k0 of A and B into the stage at shared address ``stage``: K moves a k-major tile
-    along its columns and an mn-major tile along its rows."""
+def _copy_state(A, B, M, N, K, lda, ldb, bm0, bn0, tid, A_KM, A_CPR, B_KM, B_CPR, EPC, ITEM, SWZ, NT):
+    """What of this thread's share of copying the block's A and B tiles does not change from one
+    K slice to the next (``_tile_thread``): (ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb, lda,
+    ldb), vs* the bytes between the rows it copies."""
+    if A_KM:
+        ga, sra, rla, cla = _tile_thread(A, lda, bm0, 0, M, K, A_CPR, EPC, ITEM, SWZ, tid)
+    else:
+        ga, sra, rla, cla = _tile_thread(A, lda, 0, bm0, K, M, A_CPR, EPC, ITEM, SWZ, tid)
+    if B_KM:
+        gb, srb, rlb, clb = _tile_thread(B, ldb, bn0, 0, N, K, B_CPR, EPC, ITEM, SWZ, tid)
+    else:
+        gb, srb, rlb, clb = _tile_thread(B, ldb, 0, bn0, K, N, B_CPR, EPC, ITEM, SWZ, tid)
+    vsa = (NT // A_CPR) * lda * ITEM
+    vsb = (NT // B_CPR) * ldb * ITEM
+    return ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb, lda, ldb
+
+
+@device
+def _copy_slice(stage, k0, cs, full, A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES, SWZ, ITEM, EPC,
+                va, vb, ASYNC, tid, NT):
+    """Load: K slice k0 of A and B into the stage at shared address ``stage`` (copy state ``cs``
+    from ``_copy_state``): K moves a k-major tile along its columns, an mn-major one along its rows."""
+    ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb, lda, ldb = cs
     if A_KM:
         _copy_tile(stage, sra, ga + k0 * ITEM, vsa, rla, cla - k0, A_ROWS, A_CPR, SWZ, ITEM, EPC, va, ASYNC, full, tid, NT)
     else:
@@ -317,18 +331,121 @@ def _copy_slice(stage, k0, ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb, lda, 
         _copy_tile(stage + A_BYTES, srb, gb + k0 * ldb * ITEM, vsb, rlb - k0, clb, B_ROWS, B_CPR, SWZ, ITEM, EPC, vb, ASYNC, full, tid, NT)
 
 
+@device
+def _frag_offsets(offa, offb, wm0, wn0, lane, QA, QB, A_KM, A_CPR, B_KM, B_CPR, SWZ, EPC):
+    """The per-lane ldmatrix offsets of the warp tile's fragments (``_frag_base``)."""
+    alr, alc = layout.ldsm_a(lane, A_KM)
+    blr, blc = layout.ldsm_b(lane, B_KM)
+    for q in range(QA):
+        offa[q] = _frag_base(q, wm0, alr, alc, A_KM, A_CPR, SWZ, EPC)
+    for q in range(QB):
+        offb[q] = _frag_base(q, wn0, blr, blc, B_KM, B_CPR, SWZ, EPC)
+
+
+@device
+def _slice_ahead(t, rd, WHOLE, s0, ntiles, K, inner, pacc, pa, pb, offa, offb, wm0, wn0, lane, cs, tid,
+                 STAGE, S, BK, KSTEPS, MI, NI, A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES, SWZ, ITEM,
+                 EPC, va, vb, NT, MMA):
+    """Mainloop step of rung 5: slice t (in stage rd, its k-step 0 fragments in set 0) with
+    fragment prefetch; returns the next slice's stage. Fragments are double-buffered in registers:
+    k-step ks computes from set ks % 2 while k-step ks + 1's load into the other set, and the
+    barrier comes before the last k-step, so the next slice's first fragments load while that
+    k-step's mma run: neither the barrier nor ldmatrix latency idles the tensor cores at a slice
+    boundary. After the barrier every fragment of slice t is in registers, so its stage takes
+    slice t + S at once. WHOLE: that slice is known to be whole (no checks)."""
+    sa = s0 + rd * STAGE
+    _ksteps_ahead(KSTEPS - 1, pacc, pa, pb, sa, sa + A_BYTES, offa, offb, wm0, wn0, lane,
+                  MI, NI, A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC, MMA)
+    cp_async_wait(S - 2)              # slice t+1 has landed (groups up to slice t+S-1 issued)
+    cuda.syncthreads()                # ... for all threads; slice t is all in registers
+    nrd = 0 if rd == S - 1 else rd + 1
+    sn = s0 + nrd * STAGE             # (past the last slice: a stale stage, never used)
+    _load_frags(0, 0, pa, pb, sn, sn + A_BYTES, offa, offb, wm0, wn0, lane, MI, NI,
+                A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC)   # set 0: KSTEPS is even
+    nt = t + S
+    if WHOLE or nt < ntiles:
+        _copy_slice(sa, nt * BK, cs, WHOLE or (inner and (nt + 1) * BK <= K), A_KM, A_ROWS, A_CPR, B_KM,
+                    B_ROWS, B_CPR, A_BYTES, SWZ, ITEM, EPC, va, vb, True, tid, NT)
+    cp_async_commit()
+    _mma_frags((KSTEPS - 1) & 1, pacc, pa, pb, MI, NI, MMA)
+    return nrd
+
+
+@device
+def _mainloop_prefetch(s0, ntiles, K, inner, pacc, pa, pb, offa, offb, wm0, wn0, lane, cs, tid,
+                       STAGE, S, BK, KSTEPS, MI, NI, A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES, SWZ,
+                       ITEM, EPC, va, vb, NT, MMA):
+    """Rung 5's mainloop, CUTLASS's multistage order (``_slice_ahead``). Two copies of the loop:
+    while the slice to fetch is whole (an interior block, not the last partial slice) the copy
+    has no branch, so the loop body is one basic block in which ptxas interleaves cp.async with
+    mma; the last S slices and edge blocks run the checked copy."""
+    cp_async_wait(S - 1)                  # slice 0 has landed
+    cuda.syncthreads()
+    _load_frags(0, 0, pa, pb, s0, s0 + A_BYTES, offa, offb, wm0, wn0, lane, MI, NI,
+                A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC)
+    t_full = max(min(K // BK - S, ntiles), 0) if inner else 0
+    rd = 0                                # stage holding slice t
+    for t in range(t_full):
+        rd = _slice_ahead(t, rd, True, s0, ntiles, K, inner, pacc, pa, pb, offa, offb, wm0, wn0, lane, cs, tid,
+                          STAGE, S, BK, KSTEPS, MI, NI, A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES, SWZ,
+                          ITEM, EPC, va, vb, NT, MMA)
+    for t in range(t_full, ntiles):
+        rd = _slice_ahead(t, rd, False, s0, ntiles, K, inner, pacc, pa, pb, offa, offb, wm0, wn0, lane, cs, tid,
+                          STAGE, S, BK, KSTEPS, MI, NI, A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES, SWZ,
+                          ITEM, EPC, va, vb, NT, MMA)
+
+
+@device
+def _mainloop_pipelined(s0, ntiles, K, inner, pacc, pa, pb, offa, offb, wm0, wn0, lane, cs, tid,
+                        STAGE, S, BK, KSTEPS, MI, NI, A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES, SWZ,
+                        ITEM, EPC, va, vb, NT, MMA):
+    """Rung 4's mainloop: wait for slice t, refill the stage slice t-1 used with slice t + S - 1
+    (cp.async), compute slice t."""
+    rd = 0                                # stage holding slice t
+    wr = S - 1                            # stage slice t + S - 1 goes to
+    for t in range(ntiles):
+        cp_async_wait(S - 2)              # slice t has landed (for this thread) ...
+        cuda.syncthreads()                # ... for all threads; slice t-1 is consumed
+        nt = t + S - 1
+        if nt < ntiles:
+            _copy_slice(s0 + wr * STAGE, nt * BK, cs, inner and (nt + 1) * BK <= K, A_KM, A_ROWS, A_CPR,
+                        B_KM, B_ROWS, B_CPR, A_BYTES, SWZ, ITEM, EPC, va, vb, True, tid, NT)
+        cp_async_commit()
+        sa = s0 + rd * STAGE
+        _ksteps(KSTEPS, pacc, pa, pb, sa, sa + A_BYTES, offa, offb, wm0, wn0, lane,
+                MI, NI, A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC, MMA)
+        rd = 0 if rd == S - 1 else rd + 1
+        wr = 0 if wr == S - 1 else wr + 1
+
+
+@device
+def _mainloop_staged(s0, ntiles, K, inner, pacc, pa, pb, offa, offb, wm0, wn0, lane, cs, tid,
+                     BK, KSTEPS, MI, NI, A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES, SWZ,
+                     ITEM, EPC, va, vb, NT, MMA):
+    """Rungs 2-3's mainloop, one stage: copy, barrier, compute, barrier."""
+    for t in range(ntiles):
+        _copy_slice(s0, t * BK, cs, inner and (t + 1) * BK <= K, A_KM, A_ROWS, A_CPR, B_KM, B_ROWS,
+                    B_CPR, A_BYTES, SWZ, ITEM, EPC, va, vb, False, tid, NT)
+        cuda.syncthreads()
+        _ksteps(KSTEPS, pacc, pa, pb, s0, s0 + A_BYTES, offa, offb, wm0, wn0, lane,
+                MI, NI, A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC, MMA)
+        cuda.syncthreads()
+
+
 @kernel_factory
 def tiled_kernel(cfg: MmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool,
                  va: bool, vb: bool, vc: bool):
-    """The kernel of rungs 2-5 for one configuration, precision, layout and alignment.
+    """The kernel of rungs 2-5 for one configuration, precision, layout and alignment: the
+    scheduler (``tile_origin``), the load (``_copy_slice``), the mainloop (one per rung family:
+    ``_mainloop_staged``, ``_mainloop_pipelined``, ``_mainloop_prefetch``) and the epilogue
+    (``store_fragments``).
 
     va/vb: the operand's rows are 16-byte aligned (chunk copies are legal); vc: C's adjacent
     column pairs are aligned for one paired store."""
-    ITEM = _itemsize(dtype)
+    ITEM = layout.ITEMSIZE[dtype]
     EPC = layout.elems_per_chunk(ITEM)
     MMA = _MMA[dtype]
-    OUT_K = OUT_KIND[out_dtype]
-    OUT_ITEM = 4 if OUT_K == 0 else 2
+    OUT_K, OUT_ITEM = OUT_CONVERT[out_dtype], layout.ITEMSIZE[out_dtype]
     BM, BN, WM, WN, NT = cfg.bm, cfg.bn, cfg.wm, cfg.wn, cfg.threads
     BK = cfg.bk * 2 // ITEM                      # K elements per slice: 128 bytes per row
     MI, NI, KSTEPS = cfg.mma_tiles()
@@ -344,37 +461,8 @@ def tiled_kernel(cfg: MmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool,
     PF = cfg.frag_prefetch and ITEM == 2
     PROLOGUE = S if PF else S - 1                # K slices in flight before the main loop
     NACC, NFA, NFB = MI * NI * 4, MI * 4 * (1 + PF), NI * 2 * (1 + PF)   # two fragment sets with PF
-    QA = KSTEPS if A_KM else MI              # per-lane ldmatrix offsets (see _frag_base)
+    QA = KSTEPS if A_KM else MI                  # per-lane ldmatrix offsets (see _frag_base)
     QB = KSTEPS if B_KM else NI // 2
-    MINB = cfg.min_blocks
-
-    @device
-    def slice_ahead(t, rd, WHOLE, s0, ntiles, K, inner, pacc, pa, pb, offa, offb, wm0, wn0, lane,
-                    ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb, lda, ldb, tid):
-        """Slice t (in stage rd, its k-step 0 fragments in set 0) with fragment prefetch; returns
-        the next slice's stage. Fragments are double-buffered in registers: k-step ks computes
-        from set ks % 2 while k-step ks + 1's load into the other set, and the barrier comes
-        before the last k-step, so the next slice's first fragments load while that k-step's
-        mma run: neither the barrier nor ldmatrix latency idles the tensor cores at a slice
-        boundary. After the barrier every fragment of slice t is in registers, so its stage
-        takes slice t + S at once. WHOLE: that slice is known to be whole (no checks)."""
-        sa = s0 + rd * STAGE
-        _ksteps_ahead(KSTEPS - 1, pacc, pa, pb, sa, sa + A_BYTES, offa, offb, wm0, wn0, lane,
-                      MI, NI, A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC, MMA)
-        cp_async_wait(S - 2)              # slice t+1 has landed (groups up to slice t+S-1 issued)
-        cuda.syncthreads()                # ... for all threads; slice t is all in registers
-        nrd = 0 if rd == S - 1 else rd + 1
-        sn = s0 + nrd * STAGE             # (past the last slice: a stale stage, never used)
-        _load_frags(0, 0, pa, pb, sn, sn + A_BYTES, offa, offb, wm0, wn0, lane, MI, NI,
-                    A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC)   # set 0: KSTEPS is even
-        nt = t + S
-        if WHOLE or nt < ntiles:
-            _copy_slice(sa, nt * BK, ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb, lda, ldb,
-                        WHOLE or (inner and (nt + 1) * BK <= K), A_KM, A_ROWS, A_CPR, B_KM, B_ROWS,
-                        B_CPR, A_BYTES, SWZ, ITEM, EPC, va, vb, True, tid, NT)
-        cp_async_commit()
-        _mma_frags((KSTEPS - 1) & 1, pacc, pa, pb, MI, NI, MMA)
-        return nrd
 
     def mma_tiled(A, B, C, M, N, K, lda, ldb, ldc):
         smem = cuda.shared.array(0, uint32)       # dynamic: S stages of (A tile, B tile)
@@ -385,98 +473,44 @@ def tiled_kernel(cfg: MmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool,
         for i in range(NACC):
             acc[i] = float32(0)
         pa, pb, pacc = ptr(fa), ptr(fb), ptr(acc)
-
         tid = cuda.threadIdx.x
         lane = tid & 31
-        warp = tid >> 5
-        wm0 = (warp // WARPS_N) * WM
-        wn0 = (warp % WARPS_N) * WN
-        alr, alc = layout.ldsm_a(lane, A_KM)
-        blr, blc = layout.ldsm_b(lane, B_KM)
+        wm0 = ((tid >> 5) // WARPS_N) * WM
+        wn0 = ((tid >> 5) % WARPS_N) * WN
         offa = cuda.local.array(QA, int32)
         offb = cuda.local.array(QB, int32)
-        for q in range(QA):
-            offa[q] = _frag_base(q, wm0, alr, alc, A_KM, A_CPR, SWZ, EPC)
-        for q in range(QB):
-            offb[q] = _frag_base(q, wn0, blr, blc, B_KM, B_CPR, SWZ, EPC)
-
+        _frag_offsets(offa, offb, wm0, wn0, lane, QA, QB, A_KM, A_CPR, B_KM, B_CPR, SWZ, EPC)
         # block -> tile, in groups of GROUP block rows (consecutive blocks share B tiles in L2)
         bm0, bn0 = tile_origin(cuda.blockIdx.x, (M + BM - 1) // BM, (N + BN - 1) // BN, GROUP, BM, BN)
         ntiles = (K + BK - 1) // BK
-
-        # per-thread copy state (the K offset of slice t is added in _copy_slice)
-        if A_KM:
-            ga, sra, rla, cla = _tile_thread(A, lda, bm0, 0, M, K, A_CPR, EPC, ITEM, SWZ, tid)
-        else:
-            ga, sra, rla, cla = _tile_thread(A, lda, 0, bm0, K, M, A_CPR, EPC, ITEM, SWZ, tid)
-        if B_KM:
-            gb, srb, rlb, clb = _tile_thread(B, ldb, bn0, 0, N, K, B_CPR, EPC, ITEM, SWZ, tid)
-        else:
-            gb, srb, rlb, clb = _tile_thread(B, ldb, 0, bn0, K, N, B_CPR, EPC, ITEM, SWZ, tid)
         inner = bm0 + BM <= M and bn0 + BN <= N      # the block's tiles lie inside A and B
-        vsa = (NT // A_CPR) * lda * ITEM
-        vsb = (NT // B_CPR) * ldb * ITEM
-
+        cs = _copy_state(A, B, M, N, K, lda, ldb, bm0, bn0, tid, A_KM, A_CPR, B_KM, B_CPR, EPC, ITEM, SWZ, NT)
         if ASYNC:
             # prologue: slices 0..P-1 in flight, commit group g holding slice g. With the
-            # fragment prefetch all S stages fill (see slice_ahead); without it one stays free
+            # fragment prefetch all S stages fill (see _slice_ahead); without it one stays free
             # for the copy issued at the top of each iteration.
             for s in range(PROLOGUE):
                 if s < ntiles:
-                    _copy_slice(s0 + s * STAGE, s * BK, ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb,
-                                lda, ldb, inner and (s + 1) * BK <= K, A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES, SWZ, ITEM, EPC,
-                                va, vb, ASYNC, tid, NT)
+                    _copy_slice(s0 + s * STAGE, s * BK, cs, inner and (s + 1) * BK <= K, A_KM, A_ROWS, A_CPR,
+                                B_KM, B_ROWS, B_CPR, A_BYTES, SWZ, ITEM, EPC, va, vb, ASYNC, tid, NT)
                 cp_async_commit()
-
-        if PF:                                    # CUTLASS's multistage order
-            cp_async_wait(S - 1)                  # slice 0 has landed
-            cuda.syncthreads()
-            _load_frags(0, 0, pa, pb, s0, s0 + A_BYTES, offa, offb, wm0, wn0, lane, MI, NI,
-                        A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC)
-            # Two copies of the loop: while the slice to fetch is whole (an interior block, not
-            # the last partial slice) the copy has no branch, so the loop body is one basic block
-            # in which ptxas interleaves cp.async with mma; the last S slices and edge blocks run
-            # the checked copy.
-            t_full = max(min(K // BK - S, ntiles), 0) if inner else 0
-            rd = 0                                # stage holding slice t
-            for t in range(t_full):
-                rd = slice_ahead(t, rd, True, s0, ntiles, K, inner, pacc, pa, pb, offa, offb, wm0, wn0, lane,
-                                 ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb, lda, ldb, tid)
-            for t in range(t_full, ntiles):
-                rd = slice_ahead(t, rd, False, s0, ntiles, K, inner, pacc, pa, pb, offa, offb, wm0, wn0, lane,
-                                 ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb, lda, ldb, tid)
+        if PF:
+            _mainloop_prefetch(s0, ntiles, K, inner, pacc, pa, pb, offa, offb, wm0, wn0, lane, cs, tid,
+                               STAGE, S, BK, KSTEPS, MI, NI, A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES,
+                               SWZ, ITEM, EPC, va, vb, NT, MMA)
         elif ASYNC:
-            rd = 0                                # stage holding slice t
-            wr = S - 1                            # stage slice t + S - 1 goes to
-            for t in range(ntiles):
-                cp_async_wait(S - 2)              # slice t has landed (for this thread) ...
-                cuda.syncthreads()                # ... for all threads; slice t-1 is consumed
-                nt = t + S - 1
-                if nt < ntiles:                   # refill the stage slice t-1 used
-                    _copy_slice(s0 + wr * STAGE, nt * BK, ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb,
-                                lda, ldb, inner and (nt + 1) * BK <= K, A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES, SWZ, ITEM, EPC,
-                                va, vb, ASYNC, tid, NT)
-                cp_async_commit()
-                sa = s0 + rd * STAGE
-                _ksteps(KSTEPS, pacc, pa, pb, sa, sa + A_BYTES, offa, offb, wm0, wn0, lane,
-                        MI, NI, A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC, MMA)
-                rd = 0 if rd == S - 1 else rd + 1
-                wr = 0 if wr == S - 1 else wr + 1
+            _mainloop_pipelined(s0, ntiles, K, inner, pacc, pa, pb, offa, offb, wm0, wn0, lane, cs, tid,
+                                STAGE, S, BK, KSTEPS, MI, NI, A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES,
+                                SWZ, ITEM, EPC, va, vb, NT, MMA)
         else:
-            for t in range(ntiles):
-                _copy_slice(s0, t * BK, ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb,
-                            lda, ldb, inner and (t + 1) * BK <= K, A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES, SWZ, ITEM, EPC,
-                            va, vb, ASYNC, tid, NT)
-                cuda.syncthreads()
-                _ksteps(KSTEPS, pacc, pa, pb, s0, s0 + A_BYTES, offa, offb, wm0, wn0, lane,
-                        MI, NI, A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC, MMA)
-                cuda.syncthreads()
+            _mainloop_staged(s0, ntiles, K, inner, pacc, pa, pb, offa, offb, wm0, wn0, lane, cs, tid,
+                             BK, KSTEPS, MI, NI, A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES, SWZ,
+                             ITEM, EPC, va, vb, NT, MMA)
         if ASYNC:
             cp_async_wait(0)                      # (only empty groups remain: nothing in flight)
-
         store_fragments(MI * NI, C, ldc, M, N, acc, bm0 + wm0, bn0 + wn0, lane, NI, 16, OUT_ITEM, OUT_K, vc)
 
-    return kernel(mma_tiled, ("i64",) * 9, launch_bounds=(NT, MINB))
+    return kernel(mma_tiled, ("i64",) * 9, launch_bounds=(NT, cfg.min_blocks))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,6 +12,8 @@ from __future__ import annotations
 import ctypes
 from collections import OrderedDict
 
+from .layout import ITEMSIZE
+
 __all__ = ["tma_requirements", "tma_rows_fast", "encode", "MAP_BYTES"]
 
 MAP_BYTES = 128
@@ -41,7 +43,7 @@ def tma_rows_fast(ptr: int, ld: int, itemsize: int) -> bool:
 
 
 def _check(ptr: int, dtype: str, ld: int, box_cols: int, box_rows: int, swizzle: int) -> int:
-    itemsize = 4 if dtype == "float32" else 2
+    itemsize = ITEMSIZE[dtype]
     why = tma_requirements(ptr, ld, itemsize)
     if why:
         raise ValueError(f"TMA cannot read this matrix: {why}")
