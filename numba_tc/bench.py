@@ -23,7 +23,7 @@ from typing import Callable, List, Optional, Sequence
 import numpy as np
 
 __all__ = ["Record", "run", "time_gpu", "time_interleaved", "load_records", "merge_records", "plot",
-           "plot_ladders", "table", "recorded", "find_results", "NoCublasError"]
+           "plot_ladders", "table", "recorded", "find_results", "progress_bar", "NoCublasError"]
 
 
 @dataclass
