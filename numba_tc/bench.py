@@ -5,10 +5,12 @@ give cuBLAS); a float64 reference on the GPU; for each variant a correctness che
 NaN-poisoned output, then CUDA-event timing (warm-up, then the median of many launches queued
 behind a short spin kernel so host launch overhead is not timed), in rounds alternating with
 cuBLAS on the same inputs, so that both see the same clocks (``time_interleaved``). Results go
-to a table on screen, a JSON list of records and a PNG plot.
+to a table on screen, a JSON list of records and a matplotlib Figure (saved as a PNG when given a
+path). ``recorded()`` reads the committed H100 results of a source checkout.
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import platform
@@ -20,7 +22,8 @@ from typing import Callable, List, Optional, Sequence
 
 import numpy as np
 
-__all__ = ["Record", "run", "time_gpu", "time_interleaved", "load_records", "merge_records", "plot", "table"]
+__all__ = ["Record", "run", "time_gpu", "time_interleaved", "load_records", "merge_records", "plot",
+           "plot_ladders", "table", "recorded", "find_results", "progress_bar", "NoCublasError"]
 
 
 @dataclass
@@ -121,6 +124,10 @@ def time_interleaved(fns: Sequence[Callable[[], None]], rounds: int = 5, budget_
     return [float(np.median(s)) for s in samples]
 
 
+class NoCublasError(RuntimeError):
+    """Neither torch (with CUDA) nor CuPy is installed: no cuBLAS to compare with."""
+
+
 class _Backend:
     """Random device inputs, a float64 reference and cuBLAS, from torch or else CuPy."""
 
@@ -135,7 +142,11 @@ class _Backend:
             torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
         except ImportError:
             self.torch = None
-            import cupy
+            try:
+                import cupy
+            except ImportError:
+                raise NoCublasError("the cuBLAS comparison needs torch (with CUDA) or CuPy: "
+                                    "pip install torch, or pip install cupy-cuda13x") from None
             self.cupy, self.name = cupy, "cupy"
 
     def set_tf32(self, on: bool):
@@ -188,20 +199,28 @@ def _device_name() -> str:
     return name
 
 
-def run(variants: Sequence[str], sizes: Sequence[tuple], dtype: str = "float32", layout: str = "NN",
-        command: str = "", progress: bool = True, budget_s: float = 1.0, check: bool = True,
+def run(variants: Sequence, sizes: Sequence[tuple], dtype: str = "float32", layout: str = "NN",
+        command: str = "", progress=True, budget_s: float = 1.0, check: bool = True,
         log=print) -> List[Record]:
-    """Check and time ``variants`` at each (m, n, k) against cuBLAS. Returns the records."""
+    """Check and time ``variants`` at each (m, n, k) against cuBLAS. Returns the records.
+
+    variants: names or ``numba_tc.Variant`` objects (records carry ``v.name``).
+    progress: True (a tqdm bar if tqdm is installed, else plain lines), False (plain lines), or a
+    bar of your own (``set_description``, ``update``, ``close``) shared by several calls, which
+    is left open.
+    """
     from . import api
     be = _Backend()
     be.set_tf32(dtype == "tf32")
     arr_dtype = "float32" if dtype == "tf32" else dtype      # tf32: fp32 arrays, tf32 math
     dev, commit = _device_name(), _commit()
     records: List[Record] = []
-    steps = [(s, v) for s in sizes for v in variants]
-    bar = _progress(len(steps), progress)
+    steps = [(s, api.get_variant(v)) for s in sizes for v in variants]
+    own_bar = isinstance(progress, bool)
+    bar = progress_bar(len(steps), progress) if own_bar else progress
     inputs = {}
-    for (m, n, k), vname in steps:
+    for (m, n, k), v in steps:
+        vname = v.name
         bar.set_description(f"{vname} {m}x{n}x{k}")
         key = (m, n, k)
         if key not in inputs:
@@ -211,11 +230,10 @@ def run(variants: Sequence[str], sizes: Sequence[tuple], dtype: str = "float32",
             inputs[key] = (a, b, be.reference(a, b) if check else None)
         a, b, ref = inputs[key]
         flop = 2.0 * m * n * k
-        v = api.get_variant(vname)
         c = be.full_nan(m, n, arr_dtype)
         t = time.perf_counter()
         try:
-            api.gemm(a, b, variant=vname, out=c)
+            api.gemm(a, b, variant=v, out=c)
         except ValueError as e:                # a variant that refuses these operands, by name
             if "cannot run this problem" not in str(e):
                 raise
@@ -235,13 +253,14 @@ def run(variants: Sequence[str], sizes: Sequence[tuple], dtype: str = "float32",
             continue
         # the variant and cuBLAS in alternating rounds, on the same inputs (see time_interleaved)
         c_cublas = be.full_nan(m, n, arr_dtype)
-        ms, cms = time_interleaved([lambda: api.gemm(a, b, variant=vname, out=c), be.cublas(a, b, c_cublas)],
+        ms, cms = time_interleaved([lambda: api.gemm(a, b, variant=v, out=c), be.cublas(a, b, c_cublas)],
                                    budget_s=2 * budget_s)
         tf, ctf = flop / ms / 1e9, flop / cms / 1e9
         records.append(Record(vname, v.ladder, dtype, m, n, k, tf, ctf, tf / ctf, err, dev,
                               commit, command, ms, cms, first, layout))
         bar.update(1)
-    bar.close()
+    if own_bar:
+        bar.close()
     return records
 
 
@@ -264,8 +283,10 @@ class _Plain:
         pass
 
 
-def _progress(total, enabled):
-    if enabled:
+def progress_bar(total: int, fancy: bool = True):
+    """A progress bar: tqdm's when ``fancy`` and tqdm is installed, else one plain line per step
+    (on stderr)."""
+    if fancy:
         try:
             from tqdm.auto import tqdm
             return tqdm(total=total, file=sys.stderr)
@@ -299,33 +320,75 @@ def merge_records(path: str, new: List[Record]) -> List[dict]:
     return out
 
 
+def _rows(records: Sequence) -> List[dict]:
+    return [asdict(r) if isinstance(r, Record) else dict(r) for r in records]
+
+
 def table(records: Sequence) -> str:
-    rows = [asdict(r) if isinstance(r, Record) else r for r in records]
-    lines = [f"{'variant':<13}{'dtype':<9}{'m x n x k':<18}{'TFLOP/s':>9}{'cuBLAS':>9}{'ratio':>8}{'rel_err':>10}"]
+    """The records as a text table (a ladder column when they come from more than one ladder)."""
+    rows = _rows(records)
+    w = max([len("variant")] + [len(r["variant"]) for r in rows]) + 2
+    ladders = len({r.get("ladder") for r in rows}) > 1
+    head = (f"{'ladder':<8}" if ladders else "") + f"{'variant':<{w}}{'dtype':<10}{'m x n x k':<18}"
+    lines = [head + f"{'TFLOP/s':>9}{'cuBLAS':>9}{'x cuBLAS':>10}{'rel_err':>10}"]
     for r in rows:
         cb = f"{r['cublas_tflops']:.1f}" if r.get("cublas_tflops") else "-"
         ra = f"{r['ratio']:.3f}" if r.get("ratio") else "-"
-        lines.append(f"{r['variant']:<13}{r['dtype']:<9}{str(r['m'])+'x'+str(r['n'])+'x'+str(r['k']):<18}"
-                     f"{r['tflops']:>9.2f}{cb:>9}{ra:>8}{r['rel_err']:>10.1e}")
+        lines.append((f"{r['ladder']:<8}" if ladders else "") + f"{r['variant']:<{w}}{r['dtype']:<10}"
+                     f"{str(r['m'])+'x'+str(r['n'])+'x'+str(r['k']):<18}"
+                     f"{r['tflops']:>9.2f}{cb:>9}{ra:>10}{r['rel_err']:>10.1e}")
     return "\n".join(lines)
 
 
-def plot(records: Sequence, path: str, title: str = "") -> Optional[str]:
-    """TFLOP/s per variant (bars, one group per size) with cuBLAS marked, and % of cuBLAS."""
+_Picture = None
+
+
+def _figure(width: float, height: float, ncols: int = 1, nrows: int = 1):
+    """A matplotlib Figure made without pyplot (no backend is switched, nothing global is kept)
+    that IPython and Jupyter display as a PNG when a cell returns it, whatever the backend.
+    (None, None) without matplotlib."""
+    global _Picture
     try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        from matplotlib.figure import Figure
     except ImportError:
-        return None
-    rows = [asdict(r) if isinstance(r, Record) else r for r in records]
+        return None, None
+    if _Picture is None:
+        class Picture(Figure):
+            def _repr_png_(self):
+                buf = io.BytesIO()
+                self.savefig(buf, format="png", dpi=100)
+                return buf.getvalue()
+        _Picture = Picture
+    fig = _Picture(figsize=(width, height))
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    return fig, axes
+
+
+def _finish(fig, path: Optional[str]):
+    fig.tight_layout()
+    if path:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        fig.savefig(path, dpi=120)
+    return fig
+
+
+def plot(records: Sequence, path: Optional[str] = None, title: str = ""):
+    """TFLOP/s per variant (bars, one group per size) with cuBLAS marked, and % of cuBLAS; one
+    variant over more than two shapes gets the sweep picture instead.
+
+    Returns the matplotlib Figure (a notebook displays it), saved as a PNG at ``path`` when one
+    is given; None when matplotlib is not installed or there are no records."""
+    rows = _rows(records)
     if not rows:
         return None
     names = list(dict.fromkeys(r["variant"] for r in rows))
     sizes = list(dict.fromkeys((r["m"], r["n"], r["k"]) for r in rows))
     if len(names) == 1 and len(sizes) > 2:
-        return _plot_sweep(plt, rows, path, title)
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.5))
+        return _plot_sweep(rows, path, title)
+    fig, axes = _figure(13, 4.5, ncols=2)
+    if fig is None:
+        return None
+    ax1, ax2 = axes[0]
     w = 0.8 / len(sizes)
     for j, s in enumerate(sizes):
         by = {r["variant"]: r for r in rows if (r["m"], r["n"], r["k"]) == s}
@@ -344,24 +407,79 @@ def plot(records: Sequence, path: str, title: str = "") -> Optional[str]:
     ax2.set_ylabel("% of cuBLAS")
     ax2.axhline(100, color="k", lw=0.8)
     fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _finish(fig, path)
+
+
+LADDER_COLORS = {"simt": "C0", "mma": "C1", "wgmma": "C2"}
+
+
+def plot_ladders(records: Sequence, path: Optional[str] = None, title: str = ""):
+    """The ladders side by side with cuBLAS: for each size, TFLOP/s per variant (log scale,
+    coloured by ladder) next to cuBLAS in each dtype (grey), and each variant's % of cuBLAS in
+    its own dtype. Returns the Figure (saved at ``path`` if given), or None (no matplotlib)."""
+    rows = [r for r in _rows(records) if r.get("tflops")]
+    if not rows:
+        return None
+    sizes = list(dict.fromkeys((r["m"], r["n"], r["k"]) for r in rows))
+    fig, axes = _figure(13, 4.8 * len(sizes), ncols=2, nrows=len(sizes))
+    if fig is None:
+        return None
+    for (ax1, ax2), s in zip(axes, sizes):
+        at = [r for r in rows if (r["m"], r["n"], r["k"]) == s]
+        bars = []                                  # (label, TFLOP/s, colour, hatch)
+        for dt in dict.fromkeys(r["dtype"] for r in at):
+            group = [r for r in at if r["dtype"] == dt]
+            bars += [(r["variant"], r["tflops"], LADDER_COLORS.get(r["ladder"], "C4"), "") for r in group]
+            cb = [r["cublas_tflops"] for r in group if r.get("cublas_tflops")]
+            if cb:
+                bars.append((f"cuBLAS {dt}", float(np.median(cb)), "0.6", "//"))
+        xs = range(len(bars))
+        drawn = ax1.bar(xs, [b[1] for b in bars], color=[b[2] for b in bars])
+        for x, patch, (_, tf, _, hatch) in zip(xs, drawn, bars):
+            patch.set_hatch(hatch or None)
+            ax1.text(x, tf * 1.1, f"{tf:.0f}" if tf >= 10 else f"{tf:.1f}", ha="center", fontsize=8)
+        ax1.set_yscale("log")
+        ax1.set_ylim(min(b[1] for b in bars) / 4, max(b[1] for b in bars) * 2.5)
+        ax1.set_xticks(list(xs))
+        ax1.set_xticklabels([b[0] for b in bars], rotation=30, ha="right", fontsize=8)
+        ax1.set_ylabel("TFLOP/s (log scale)")
+        ax1.set_title(f"{'x'.join(map(str, s))}: TFLOP/s", fontsize=10)
+        pct = [(r["variant"], 100 * r["ratio"], LADDER_COLORS.get(r["ladder"], "C4"), r["dtype"])
+               for r in at if r.get("ratio")]
+        ax2.bar(range(len(pct)), [p[1] for p in pct], color=[p[2] for p in pct])
+        for x, p in enumerate(pct):
+            ax2.text(x, p[1] + 1.5, f"{p[1]:.0f}%", ha="center", fontsize=8)
+        ax2.axhline(100, color="k", lw=0.8)
+        ax2.set_xticks(range(len(pct)))
+        ax2.set_xticklabels([f"{p[0]} ({p[3]})" for p in pct], rotation=30, ha="right", fontsize=8)
+        ax2.set_ylim(0, max([110] + [p[1] + 10 for p in pct]))
+        ax2.set_ylabel("% of cuBLAS in the same dtype")
+        ax2.set_title(f"{'x'.join(map(str, s))}: against cuBLAS", fontsize=10)
+    from matplotlib.patches import Patch
+    seen = list(dict.fromkeys(r["ladder"] for r in rows))
+    names = {"simt": "SIMT (CUDA cores)", "mma": "mma.sync (tensor cores)", "wgmma": "Hopper (TMA + wgmma)"}
+    axes[0][0].legend(handles=[Patch(color=LADDER_COLORS.get(l, "C4"), label=names.get(l, l)) for l in seen]
+                      + [Patch(facecolor="0.6", hatch="//", label="cuBLAS")], fontsize=8, loc="upper left")
+    if title:
+        fig.suptitle(title)
+    return _finish(fig, path)
 
 
 def geomean_ratio(records: Sequence) -> Optional[float]:
     """Geometric mean of the ratios to cuBLAS (None if any record has none)."""
-    rows = [asdict(r) if isinstance(r, Record) else r for r in records]
+    rows = _rows(records)
     ratios = [r["ratio"] for r in rows]
     if not ratios or any(not x for x in ratios):
         return None
     return float(np.exp(np.mean(np.log(ratios))))
 
 
-def _plot_sweep(plt, rows, path, title):
+def _plot_sweep(rows, path, title):
     """One variant over many shapes: % of cuBLAS per shape, the geometric mean marked."""
-    fig, ax = plt.subplots(figsize=(max(8, 0.6 * len(rows)), 4.5))
+    fig, axes = _figure(max(8, 0.6 * len(rows)), 4.5)
+    if fig is None:
+        return None
+    ax = axes[0][0]
     labels = [f"{r['m']}x{r['n']}x{r['k']}" for r in rows]
     pct = [100 * (r["ratio"] or 0) for r in rows]
     ax.bar(range(len(rows)), pct, color=["C2" if p >= 100 else "C0" for p in pct])
@@ -376,10 +494,48 @@ def _plot_sweep(plt, rows, path, title):
     ax.set_xticklabels(labels, rotation=40, ha="right", fontsize=8)
     ax.set_ylabel("% of cuBLAS (labels: TFLOP/s)")
     ax.set_title(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _finish(fig, path)
+
+
+RESULTS_ENV = "NUMBA_TC_RESULTS"
+RESULTS_FILE = os.path.join("benchmarks", "results", "h100.json")
+
+
+def find_results() -> Optional[str]:
+    """The committed H100 results: ``$NUMBA_TC_RESULTS``, else ``benchmarks/results/h100.json``
+    of the source checkout this package is imported from (an editable install), else of the
+    current directory. They ship with the repository, not with the package: None if not found."""
+    env = os.environ.get(RESULTS_ENV)
+    if env:
+        return env if os.path.exists(env) else None
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for root in (here, os.getcwd()):
+        path = os.path.join(root, RESULTS_FILE)
+        if os.path.exists(path):
+            return path
+    return None
+
+
+# the fastest rung of each ladder and the dtype it is shown in (vs cuBLAS in the same dtype)
+TOP_RUNGS = {"simt": ("warptile", "float32"), "mma": ("mma_tuned", "bfloat16"), "wgmma": ("hopper", "bfloat16")}
+
+
+def recorded(size=(4096, 4096, 4096), all_rungs: bool = False, path: Optional[str] = None) -> List[dict]:
+    """The committed records of the three ladders at ``size``: the fastest rung of each (simt in
+    float32, mma and wgmma in bfloat16), or every rung with ``all_rungs``; in ladder and rung
+    order. Raises FileNotFoundError when the results file is not found (see ``find_results``)."""
+    path = path or find_results()
+    if path is None:
+        raise FileNotFoundError(
+            f"the recorded results ({RESULTS_FILE}) were not found: they come with the repository, "
+            f"not the installed package. Run from a clone of numba_tc, or set {RESULTS_ENV}=/path/to/h100.json")
+    from . import api
+    order = {v.name: i for i, v in enumerate(api.variants())}
+    rows = [r for r in load_records(path) if (r["m"], r["n"], r["k"]) == tuple(size)
+            and r.get("layout", "NN") == "NN" and r["ladder"] in TOP_RUNGS
+            and r["dtype"] == TOP_RUNGS[r["ladder"]][1]
+            and (all_rungs or r["variant"] == TOP_RUNGS[r["ladder"]][0])]
+    return sorted(rows, key=lambda r: order.get(r["variant"], len(order)))
 
 
 def environment() -> str:

@@ -79,5 +79,13 @@ def measure(dtype: str = "bfloat16", iters: int = 4096, blocks_per_sm: int = 4, 
 
 
 if __name__ == "__main__":
+    import sys
+    from numba import config
+    if config.ENABLE_CUDASIM or not cuda.is_available():
+        why = "Numba's CUDA simulator is on (NUMBA_ENABLE_CUDASIM)" if config.ENABLE_CUDASIM else "no CUDA GPU here"
+        print(f"numba_tc.ceiling: {why}; the mma.sync ceiling is measured on a GPU of compute capability "
+              "8.0 or newer. The ceilings recorded on an H100 are in benchmarks/results/hopper_h100.log.",
+              file=sys.stderr)
+        sys.exit(1)
     for dt in ("bfloat16", "float16"):
         print(f"mma.sync m16n8k16 {dt} ceiling: {measure(dt):.1f} TFLOP/s")

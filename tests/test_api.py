@@ -7,6 +7,7 @@ from numba_tc import api, arrays
 from numba_tc.config import Variant
 
 from conftest import HAS_GPU, SIM
+pytestmark = pytest.mark.cpu
 
 
 def f32(*shape, order="C"):

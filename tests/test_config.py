@@ -2,6 +2,7 @@ import pytest
 
 from numba_tc import simt
 from numba_tc.config import STATIC_SMEM_LIMIT, ConfigError, SimtConfig
+pytestmark = pytest.mark.cpu
 
 
 def test_rung_configs_are_valid_and_climb():

@@ -8,6 +8,7 @@ from numba_tc import layout
 from numba_tc.config import ConfigError, WgmmaConfig
 
 from conftest import SIM
+pytestmark = pytest.mark.cpu
 
 
 def test_descriptor_bits_follow_the_ptx_isa():

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from numba_tc import layout, tensorcore
+pytestmark = pytest.mark.cpu
 
 
 def _ldmatrix_x4(stored, rows_chunks, itemsize, trans):

@@ -10,6 +10,7 @@ from numba_tc.sass import compile_cubin
 from conftest import SIM
 
 pytestmark = pytest.mark.skipif(SIM, reason="the simulator has no compiler")
+pytestmark = [pytestmark, pytest.mark.sass]
 TILED = [v for v in simt.RUNGS if v.config is not None]
 
 

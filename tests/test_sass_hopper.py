@@ -9,6 +9,7 @@ from numba_tc.sass import compile_cubin
 from conftest import SIM
 
 pytestmark = pytest.mark.skipif(SIM, reason="the simulator has no compiler")
+pytestmark = [pytestmark, pytest.mark.sass]
 
 
 def _compile(cfg, dtype="bfloat16", ta=False, tb=False, out="bfloat16", cc=(9, 0, "a")):

@@ -5,6 +5,7 @@ import pytest
 from numba_tc import simt
 
 from conftest import run_in_simulator
+pytestmark = pytest.mark.sim
 
 CASES = [
     # (m, n, k, layout): ragged everywhere; K=36/N=44 give 16-byte-aligned rows (vector paths

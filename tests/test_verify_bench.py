@@ -5,6 +5,8 @@ import pytest
 
 from numba_tc import bench, verify
 
+pytestmark = pytest.mark.cpu
+
 
 def test_rel_error_flags_unwritten_elements():
     ref = np.ones((3, 3))
@@ -42,14 +44,83 @@ def test_merge_records_replaces_same_key(tmp_path):
     assert required <= set(rows[0])
 
 
-def test_table_and_plot(tmp_path):
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def test_table_and_plot(tmp_path, monkeypatch):
     recs = [_rec("naive", 1.0, 10.0), _rec("smem", 2.0, 10.0)]
     t = bench.table(recs)
     assert "naive" in t and "0.100" in t and "0.200" in t
     pytest.importorskip("matplotlib")
-    out = bench.plot(recs, str(tmp_path / "p.png"), title="t")
-    with open(out, "rb") as f:
-        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    import matplotlib
+    backend = matplotlib.get_backend()
+    monkeypatch.chdir(tmp_path)
+    fig = bench.plot(recs, title="t")                 # no path: a Figure, no file
+    assert fig is not None and fig.axes and not list(tmp_path.iterdir())
+    assert fig._repr_png_().startswith(PNG)           # what Jupyter shows when a cell returns it
+    fig = bench.plot(recs, str(tmp_path / "sub" / "p.png"), title="t")
+    assert (tmp_path / "sub" / "p.png").read_bytes().startswith(PNG)
+    sweep = [bench.Record("hopper", "wgmma", "bfloat16", s, s, s, 1.0, 2.0, 0.5, 1e-3, "d", "c", "x")
+             for s in (64, 128, 256)]
+    assert bench.plot(sweep, str(tmp_path / "s.png")) is not None and (tmp_path / "s.png").exists()
+    assert matplotlib.get_backend() == backend, "plotting must not switch matplotlib's backend"
+
+
+def test_the_ladders_side_by_side(tmp_path):
+    recs = bench.recorded(all_rungs=True)
+    assert [r["variant"] for r in bench.recorded()] == ["warptile", "mma_tuned", "hopper"]
+    assert {r["ladder"] for r in recs} == {"simt", "mma", "wgmma"} and len(recs) >= 19
+    assert {(r["ladder"], r["dtype"]) for r in recs} == {("simt", "float32"), ("mma", "bfloat16"),
+                                                          ("wgmma", "bfloat16")}
+    t = bench.table(recs)
+    assert "ladder" in t and "wgmma_persistent" in t
+    assert len({len(line) for line in t.splitlines()}) == 1, "columns line up"
+    pytest.importorskip("matplotlib")
+    fig = bench.plot_ladders(recs, str(tmp_path / "l.png"), title="t")
+    assert len(fig.axes) == 2 and (tmp_path / "l.png").read_bytes().startswith(PNG)
+    labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert "cuBLAS float32" in labels and "cuBLAS bfloat16" in labels and "hopper" in labels
+
+
+def test_recorded_results_not_found_is_said_clearly(tmp_path, monkeypatch):
+    monkeypatch.setenv(bench.RESULTS_ENV, str(tmp_path / "nothing.json"))
+    assert bench.find_results() is None
+    with pytest.raises(FileNotFoundError, match="come with the repository.*NUMBA_TC_RESULTS"):
+        bench.recorded()
+
+
+def test_run_takes_variant_objects_and_names(monkeypatch):
+    """bench.run with a fake cuBLAS backend and a fake gemm: names and Variant objects both work,
+    and the records carry the variant's name."""
+    import numba.cuda
+    import numba_tc
+    from numba_tc import api
+
+    class Backend:
+        def __init__(self):
+            self.rng = np.random.default_rng(0)
+        set_tf32 = lambda self, on: None
+        randn = lambda self, r, c, dt, trans=False: self.rng.standard_normal((r, c)).astype(dt)
+        full_nan = lambda self, r, c, dt: np.full((r, c), np.nan, dt)
+        reference = lambda self, a, b: a.astype(np.float64) @ b.astype(np.float64)
+        rel_err = lambda self, c, ref: verify.rel_error(c, ref)
+        cublas = lambda self, a, b, out: (lambda: None)
+
+    seen = []
+
+    def gemm(a, b, variant, out):
+        seen.append(variant)
+        out[...] = a @ b
+
+    monkeypatch.setattr(bench, "_Backend", Backend)
+    monkeypatch.setattr(bench, "_device_name", lambda: "fake GPU")
+    monkeypatch.setattr(bench, "time_interleaved", lambda fns, **kw: [2.0, 1.0])
+    monkeypatch.setattr(api, "gemm", gemm)
+    monkeypatch.setattr(numba.cuda, "synchronize", lambda: None)
+    v = numba_tc.get_variant("warptile")
+    recs = bench.run([v, "naive"], [(8, 8, 8)], progress=False)
+    assert [r.variant for r in recs] == ["warptile", "naive"] and [x.name for x in seen] == ["warptile", "naive"]
+    assert recs[0].ratio == pytest.approx(0.5) and recs[0].ladder == "simt"
 
 
 def test_committed_results_are_well_formed():

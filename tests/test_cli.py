@@ -1,0 +1,189 @@
+"""python -m numba_tc and python -m numba_tc.ceiling: argument errors are argparse errors on any
+machine, nothing runs that was not asked for, and the main job shows the three ladders."""
+import os
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+from numba_tc import __main__ as cli
+from numba_tc import bench
+
+from conftest import HAS_GPU
+
+pytestmark = pytest.mark.cpu
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+no_gpu = pytest.mark.skipif(HAS_GPU, reason="tests the behaviour without a GPU")
+
+
+def _python(*args, env=None):
+    env = dict(os.environ, **(env or {}))
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, timeout=300)
+
+
+def _exit_code(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    return e.value.code, capsys.readouterr()
+
+
+@pytest.mark.parametrize("argv", [["bench", "--variants", "nosuch", "--json", "x", "--plot", "y", "--sizes", "64"],
+                                  ["--variants", "warptile", "nosuch"]])
+def test_unknown_variants_are_argument_errors_that_list_the_valid_ones(argv, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out = _exit_code(argv, capsys)
+    assert code == 2 and "unknown variant 'nosuch'" in out.err and "warptile, mma_naive" in out.err
+    assert "simulator" not in out.out + out.err and not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("size", ["abc", "0x1x2", "4x4", "-3", "1x2x3x4"])
+def test_bad_sizes_are_argument_errors(size, capsys):
+    code, out = _exit_code(["demo", "--size", size], capsys)
+    assert code == 2 and "is not a size" in out.err and "Traceback" not in out.err
+    code, out = _exit_code(["--sizes", size], capsys)
+    assert code == 2 and "is not a size" in out.err
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--ladder", "simt", "--dtype", "bfloat16"], "the simt ladder takes float32, not bfloat16"),
+    (["--variants", "hopper", "--dtype", "float32"], "variant hopper takes float16, bfloat16, not float32"),
+    (["--variants", "hopper", "--all"], "cannot be combined"),
+])
+def test_bad_combinations_are_argument_errors(argv, words, capsys):
+    code, out = _exit_code(argv, capsys)
+    assert code == 2 and words in out.err
+
+
+def test_sizes_parse():
+    assert cli._size("64") == (64, 64, 64) and cli._size("3000X5000x2000") == (3000, 5000, 2000)
+
+
+@no_gpu
+@pytest.mark.parametrize("argv", [["bench"], ["--sizes", "64"], ["bench", "--variants", "warptile", "--json", "x"]])
+def test_bench_without_a_gpu_says_it_needs_one(argv, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(argv) == 1
+    out = capsys.readouterr()
+    assert "no CUDA GPU here, and benchmarks need one" in out.err and "rung" not in out.out
+    assert not list(tmp_path.iterdir())
+
+
+def test_help_has_no_rest_markup_and_lists_the_commands(capsys):
+    code, out = _exit_code(["--help"], capsys)
+    assert code == 0 and "``" not in out.out
+    for name in cli.COMMANDS:
+        assert name in out.out
+    for name in cli.COMMANDS:
+        code, out = _exit_code([name, "--help"], capsys)
+        assert code == 0 and "``" not in out.out
+
+
+def test_commands_are_a_table_to_extend(capsys):
+    calls = []
+
+    def args(p):
+        p.add_argument("--n", type=int, default=1)
+
+    cli.command("echo_test", "test only", args)(lambda a: calls.append(a.n) or 0)
+    try:
+        assert cli.main(["echo_test", "--n", "3"]) == 0 and calls == [3]
+    finally:
+        del cli.COMMANDS["echo_test"]
+
+
+def test_recorded_shows_the_three_ladders_labelled(capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "r.png"
+    assert cli.main(["recorded", "--plot", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "Recorded on an NVIDIA H100" in out and "at commit" in out and "not measured here" in out
+    for v in ("warptile", "mma_tuned", "hopper"):
+        assert v in out
+    assert "naive" not in out and f"picture: {png}" in out and png.exists()
+    assert cli.main(["recorded", "--all", "--size", "4096", "--plot", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "naive" in out and "wgmma_persistent" in out
+
+
+def test_recorded_results_missing(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv(bench.RESULTS_ENV, str(tmp_path / "none.json"))
+    assert cli.main(["recorded"]) == 1
+    assert "were not found" in capsys.readouterr().err
+
+
+def test_main_job_on_a_gpu_runs_the_three_ladders_with_cublas(capsys, monkeypatch, tmp_path):
+    """The GPU path with bench.run faked: which variants, in which dtype, one table, one picture,
+    one progress bar; a GPU without wgmma skips the Hopper ladder and says so."""
+    import numba_tc
+    calls = []
+
+    def run(variants, sizes, dtype, layout, command, progress, budget_s):
+        calls.append(([v.name for v in variants], dtype, progress))
+        out = []
+        for s in sizes:
+            for v in variants:
+                progress.update(1)
+                cb = 50.0 if dtype == "float32" else 800.0
+                out.append(bench.Record(v.name, v.ladder, dtype, *s, cb / 2, cb, 0.5, 1e-6, "fake", "c", command))
+        return out
+
+    monkeypatch.setattr(cli, "_gpu_present", lambda: True)
+    monkeypatch.setattr(numba_tc, "device_capability", lambda: (9, 0))
+    monkeypatch.setattr(bench, "run", run)
+    monkeypatch.setattr(bench, "_device_name", lambda: "fake GPU")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    os.mkdir(tmp_path / "tmp")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main([]) == 0
+    out = capsys.readouterr().out
+    assert [c[:2] for c in calls] == [(["warptile"], "float32"), (["mma_tuned", "hopper"], "bfloat16")]
+    assert calls[0][2] is calls[1][2], "one progress bar for the whole job"
+    assert "ladder" in out and "hopper" in out and "picture: " in out
+    png = out.split("picture: ")[1].split()[0]
+    assert os.path.exists(png) and png.startswith(str(tmp_path / "tmp")) and os.listdir(tmp_path) == ["tmp"]
+
+    calls.clear()
+    monkeypatch.setattr(numba_tc, "device_capability", lambda: (8, 6))
+    assert cli.main(["--all", "--no-progress", "--plot", str(tmp_path / "p.png")]) == 0
+    out = capsys.readouterr().out
+    assert "skipped: wgmma_tma needs sm_90" in out and (tmp_path / "p.png").exists()
+    assert [c[:2] for c in calls] == [(["naive", "coalesced", "smem", "blocktile1d", "blocktile2d", "vectorized",
+                                        "warptile"], "float32"),
+                                      (["mma_naive", "mma_smem", "mma_swizzle", "pipelined", "mma_tuned"], "bfloat16")]
+
+    calls.clear()
+    assert cli.main(["bench", "--ladder", "mma", "--dtype", "float16", "--sizes", "256"]) == 0
+    out = capsys.readouterr().out
+    assert calls[0][1] == "float16" and len(calls[0][0]) == 5 and "picture" not in out
+
+    calls.clear()
+    assert cli.main(["--dtype", "float16"]) == 0
+    assert [c[:2] for c in calls] == [(["mma_tuned"], "float16")]      # hopper: sm_86 here
+
+
+@no_gpu
+def test_ceiling_without_a_gpu_is_a_clear_message():
+    p = _python("-m", "numba_tc.ceiling")
+    assert p.returncode == 1 and "no CUDA GPU here" in p.stderr and "Traceback" not in p.stderr
+
+
+@no_gpu
+def test_main_job_without_a_gpu(capsys, monkeypatch, tmp_path):
+    """The simulator check (re-launched with NUMBA_ENABLE_CUDASIM=1; its rungs are tested in
+    test_simulator.py, so it is not run again here), then the recorded results with a picture."""
+    launched = []
+
+    def call(cmd, env):
+        launched.append((cmd, env.get("NUMBA_ENABLE_CUDASIM")))
+        return 0
+
+    monkeypatch.setattr(cli.subprocess, "call", call)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))          # where the picture goes
+    assert cli.main([]) == 0
+    out = capsys.readouterr().out
+    assert launched == [([sys.executable, "-m", "numba_tc", "demo", "--size", "21x38x19"], "1")]
+    assert out.index("Numba's CUDA simulator") < out.index("Recorded on an NVIDIA H100")
+    assert "warptile" in out and "mma_tuned" in out and "hopper" in out and "picture: " in out
