@@ -35,7 +35,8 @@ examples:
   python -m numba_tc bench --ladder mma --dtype float16 --plot mma.png --json out.json
   python -m numba_tc recorded --all          the committed H100 results, any machine
   python -m numba_tc demo --size 33x65x17    the SIMT rungs in the CUDA simulator
-  python -m numba_tc list                    the variant registry"""
+  python -m numba_tc list                    the variant registry
+  python -m numba_tc compile --arch sm_90a   fill the kernel cache ahead of time (no GPU needed)"""
 
 LADDERS = ("simt", "mma", "wgmma")
 DTYPES = ("float32", "tf32", "float16", "bfloat16")
@@ -320,6 +321,38 @@ def cmd_bench(args) -> int:
     if path:
         print(f"picture: {path}" if fig is not None else "picture skipped: pip install matplotlib")
     return 1 if any(r.tflops == 0.0 for r in recs) else 0
+
+
+# ---------------------------------------------------------------------------------------------
+# compile: fill the kernel cache ahead of time
+
+def _compile_arguments(p):
+    import numba_tc
+    names = [v.name for v in numba_tc.variants()]
+    p.add_argument("--variants", nargs="+", choices=names, metavar="NAME",
+                   help="variants to compile (default: all); valid: " + ", ".join(names))
+    p.add_argument("--arch", nargs="+", metavar="sm_XY[a]",
+                   help="targets, e.g. sm_90a (default: this GPU's, or sm_90a without one)")
+    p.add_argument("--dtypes", nargs="+", choices=DTYPES, help="input dtypes (default: all a variant takes)")
+    p.add_argument("--jobs", type=int, help="compiler processes (default: one per core)")
+    p.add_argument("--no-progress", action="store_true")
+
+
+@command("compile", "compile kernels into the disk cache ahead of time (no GPU needed)", _compile_arguments)
+def cmd_compile(args) -> int:
+    from numba_tc import build, cache
+    for a in args.arch or []:
+        try:
+            build.parse_cc(a)
+        except ValueError as e:
+            args.parser.error(str(e))
+    t = time.perf_counter()
+    recs = build.precompile(args.variants, args.arch, args.dtypes, args.jobs, progress=not args.no_progress)
+    new = [r for r in recs if not r["cached"]]
+    print(f"{len(recs)} kernels for {', '.join(sorted({r['arch'] for r in recs})) or 'no target'}: "
+          f"{len(new)} compiled ({sum(r['seconds'] for r in new):.0f} s of compiling, "
+          f"{time.perf_counter() - t:.0f} s wall), {len(recs) - len(new)} already cached, in {cache.cache_dir()}")
+    return 0
 
 
 # ---------------------------------------------------------------------------------------------

@@ -242,6 +242,60 @@ def _store_row(r, pC, ldc, M, N, acc, mb, nb, WMITER, WSUBM, TM, WNITER, WSUBN, 
 _store_c = unrolled(_store_row, 32)
 
 
+@device
+def _block_tile(GN, WHOLE, PARTS, PER, K, BM, BN, BK, SPLIT):
+    """Scheduler: (bm0, bn0, kt0, kt1, split), the block's tile of C and its K tiles kt0..kt1.
+    With ``SPLIT`` a 1-D grid walks the tiles row by row (GN across); blocks past WHOLE each take
+    PER K tiles of one of the last tiles, PARTS blocks per tile (``schedule.tail_split``), and
+    add into C. Otherwise block (x, y) takes tile column x, row y, and all of K."""
+    kt0 = 0
+    kt1 = (K + BK - 1) // BK
+    split = False
+    if SPLIT:
+        tile = cuda.blockIdx.x
+        if tile >= WHOLE:
+            split = True
+            q = tile - WHOLE
+            tile = WHOLE + q // PARTS
+            kt0 = (q % PARTS) * PER
+            kt1 = min(kt0 + PER, kt1)
+        bm0 = (tile // GN) * BM
+        bn0 = (tile % GN) * BN
+    else:             # (block indices cost no registers: ptxas re-reads them where needed)
+        bm0 = cuda.blockIdx.y * BM
+        bn0 = cuda.blockIdx.x * BN
+    return bm0, bn0, kt0, kt1, split
+
+
+@device
+def _thread_origin(tid, TPW, WTN, WM, WN, TCOLS, TM, TN):
+    """The thread's first row and column inside the block tile: its warp tile (of WTN across;
+    the whole block without warptiling), then its place in the sub-tile (TCOLS threads across)."""
+    g = tid // TPW
+    lane = tid % TPW
+    return (g // WTN) * WM + (lane // TCOLS) * TM, (g % WTN) * WN + (lane % TCOLS) * TN
+
+
+@device
+def _load_tiles(ra, rb, pA, pB, lda, ldb, bm0, bn0, k0, M, N, K, a0, b0, FULL, tid, BM, BN, BK, ta, tb,
+                W, va, vb, NT):
+    """Load: K tile k0..k0+BK of A's rows and B's columns into registers. FULL (a literal): the
+    tiles lie inside A and B, read unchecked from the first chunks a0 / b0 of tile 0."""
+    if FULL:
+        _load_tile_full(ra, pA, a0 + k0 * (lda if ta else 1), lda, BM, BK, ta, W, va, NT)
+        _load_tile_full(rb, pB, b0 + k0 * (1 if tb else ldb), ldb, BK, BN, tb, W, vb, NT)
+    else:
+        _load_tile(ra, pA, lda, bm0, k0, M, K, BM, BK, ta, W, va, tid, NT)
+        _load_tile(rb, pB, ldb, k0, bn0, K, N, BK, BN, tb, W, vb, tid, NT)
+
+
+@device
+def _store_tiles(psA, psB, ra, rb, buf, tid, A_T, B_T, A_MS, A_KS, BM, BN, BK, ta, tb, W, NT):
+    """The registers of ``_load_tiles`` into shared buffer ``buf`` (A k-major with a_kmajor)."""
+    _store_tile(psA, buf * A_T, ra, BM, BK, ta, W, tid, NT, A_MS, A_KS)
+    _store_tile(psB, buf * B_T, rb, BK, BN, tb, W, tid, NT, BN, 1)
+
+
 @kernel_factory
 def tiled_kernel(cfg: SimtConfig, ta: bool, tb: bool, va: bool, vb: bool, vc: bool):
     """The kernel of rungs 3-7 for one configuration, layout (ta, tb) and alignment (va, vb, vc).
@@ -264,27 +318,18 @@ def tiled_kernel(cfg: SimtConfig, ta: bool, tb: bool, va: bool, vb: bool, vc: bo
 
     @device
     def load_tiles(ra, rb, pA, pB, lda, ldb, bm0, bn0, k0, M, N, K, a0, b0, FULL, tid):
-        """K tile k0..k0+BK of A's rows and B's columns into registers. FULL (a literal): the
-        tiles lie inside A and B, read unchecked from the first chunks a0 / b0 of tile 0."""
-        if FULL:
-            _load_tile_full(ra, pA, a0 + k0 * (lda if ta else 1), lda, BM, BK, ta, W, va, NT)
-            _load_tile_full(rb, pB, b0 + k0 * (1 if tb else ldb), ldb, BK, BN, tb, W, vb, NT)
-        else:
-            _load_tile(ra, pA, lda, bm0, k0, M, K, BM, BK, ta, W, va, tid, NT)
-            _load_tile(rb, pB, ldb, k0, bn0, K, N, BK, BN, tb, W, vb, tid, NT)
+        _load_tiles(ra, rb, pA, pB, lda, ldb, bm0, bn0, k0, M, N, K, a0, b0, FULL, tid, BM, BN, BK, ta, tb,
+                    W, va, vb, NT)
 
     @device
     def store_tiles(psA, psB, ra, rb, buf, tid):
-        """The registers of load_tiles into shared buffer ``buf`` (A k-major with a_kmajor)."""
-        _store_tile(psA, buf * A_T, ra, BM, BK, ta, W, tid, NT, A_MS, A_KS)
-        _store_tile(psB, buf * B_T, rb, BK, BN, tb, W, tid, NT, BN, 1)
+        _store_tiles(psA, psB, ra, rb, buf, tid, A_T, B_T, A_MS, A_KS, BM, BN, BK, ta, tb, W, NT)
 
     @device
     def k_tile(t, FULL, CUR, ntiles, acc, rm, rn, ra, rb, psA, psB, pA, pB, lda, ldb, bm0, bn0, m0, n0,
                M, N, K, a0, b0, kb, tid):
-        """The block's K tile t (of ntiles, from K = kb on). FULL (a literal): the tile this step
-        loads lies wholly inside A and B. CUR: the buffer tile t is in (t % 2), a literal where
-        known, -1 where not."""
+        """Mainloop step: K tile t (of ntiles, from K = kb on). FULL (a literal): the tile loaded
+        lies inside A and B. CUR: tile t's buffer (t % 2), a literal where known, else -1."""
         if STAGES == 1:
             load_tiles(ra, rb, pA, pB, lda, ldb, bm0, bn0, kb + t * BK, M, N, K, a0, b0, FULL, tid)
             store_tiles(psA, psB, ra, rb, 0, tid)
@@ -293,10 +338,8 @@ def tiled_kernel(cfg: SimtConfig, ta: bool, tb: bool, va: bool, vb: bool, vc: bo
                       WMITER, WSUBM, TM, WNITER, WSUBN, TN)
             cuda.syncthreads()
         else:
-            # Double buffer: tile t+1 travels from global memory into registers while tile t is
-            # multiplied out of shared memory, then lands in the other buffer. One barrier per
-            # tile suffices: nobody overwrites a buffer until everyone has passed the barrier
-            # that follows its last use.
+            # Double buffer: tile t+1 travels into registers while tile t is multiplied out of
+            # shared memory, then lands in the other buffer. One barrier per tile suffices.
             cur = CUR if CUR >= 0 else t & 1
             more = FULL or t + 1 < ntiles
             if more:
@@ -308,6 +351,7 @@ def tiled_kernel(cfg: SimtConfig, ta: bool, tb: bool, va: bool, vb: bool, vc: bo
             cuda.syncthreads()
 
     def tiled(A, B, C, M, N, K, lda, ldb, ldc, GN, WHOLE, PARTS, PER):
+        """(GN, WHOLE, PARTS, PER: the tail split's tiling, ``tiled_plan``.)"""
         pA, pB, pC = f32_ptr(A), f32_ptr(B), f32_ptr(C)
         sA = cuda.shared.array(SA, float32)
         sB = cuda.shared.array(SB, float32)
@@ -318,31 +362,10 @@ def tiled_kernel(cfg: SimtConfig, ta: bool, tb: bool, va: bool, vb: bool, vc: bo
         rn = cuda.local.array(NN, float32)
         acc = cuda.local.array(NACC, float32)
         _zero_rows(NM, acc, NN)
-
         tid = cuda.threadIdx.x
-        kt0 = 0
-        kt1 = (K + BK - 1) // BK
-        split = False
-        if SPLIT:
-            # a 1-D grid walks the tiles row by row (GN across); blocks past WHOLE each take PER
-            # K tiles of one of the last tiles, PARTS blocks per tile (schedule.tail_split)
-            tile = cuda.blockIdx.x
-            if tile >= WHOLE:
-                split = True
-                q = tile - WHOLE
-                tile = WHOLE + q // PARTS
-                kt0 = (q % PARTS) * PER
-                kt1 = min(kt0 + PER, kt1)
-            bm0 = (tile // GN) * BM
-            bn0 = (tile % GN) * BN
-        else:             # (block indices cost no registers: ptxas re-reads them where needed)
-            bm0 = cuda.blockIdx.y * BM
-            bn0 = cuda.blockIdx.x * BN
+        bm0, bn0, kt0, kt1, split = _block_tile(GN, WHOLE, PARTS, PER, K, BM, BN, BK, SPLIT)
         kb = kt0 * BK
-        g = tid // TPW                     # which warp tile (the whole block without warptiling)
-        lane = tid % TPW
-        m0 = (g // WTN) * WM + (lane // TCOLS) * TM     # thread's first row inside the block tile
-        n0 = (g % WTN) * WN + (lane % TCOLS) * TN
+        m0, n0 = _thread_origin(tid, TPW, WTN, WM, WN, TCOLS, TM, TN)
         ntiles = kt1 - kt0
 
         a0 = _chunk0(bm0, 0, lda, BM, BK, ta, W, tid, NT)
@@ -372,7 +395,6 @@ def tiled_kernel(cfg: SimtConfig, ta: bool, tb: bool, va: bool, vb: bool, vc: bo
         _store_c(NM, pC, ldc, M, N, acc, bm0 + m0, bn0 + n0, WMITER, WSUBM, TM, WNITER, WSUBN, TN,
                  vc and VSTORE, split)
 
-    # (parameters: A, B, C; M, N, K; lda, ldb, ldc; GN, WHOLE, PARTS, PER from tiled_plan)
     return kernel(tiled, (_I64,) * 13, launch_bounds=(NT, cfg.min_blocks), max_shared=True)
 
 

@@ -298,10 +298,11 @@ store_fragments = unrolled(_store_one, 64)
 
 
 @device
-def _copy_state(A, B, M, N, K, lda, ldb, bm0, bn0, tid, A_KM, A_CPR, B_KM, B_CPR, EPC, ITEM, SWZ, NT):
+def _copy_state(A, B, M, N, K, lda, ldb, bm0, bn0, tid, A_KM, A_CPR, B_KM, B_CPR, EPC, ITEM, SWZ, A_RSTEP, B_RSTEP):
     """What of this thread's share of copying the block's A and B tiles does not change from one
     K slice to the next (``_tile_thread``): (ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb, lda,
-    ldb), vs* the bytes between the rows it copies."""
+    ldb), vs* the bytes between the rows it copies (R_STEP rows: the block's threads over the
+    tile's chunks per row)."""
     if A_KM:
         ga, sra, rla, cla = _tile_thread(A, lda, bm0, 0, M, K, A_CPR, EPC, ITEM, SWZ, tid)
     else:
@@ -310,8 +311,8 @@ def _copy_state(A, B, M, N, K, lda, ldb, bm0, bn0, tid, A_KM, A_CPR, B_KM, B_CPR
         gb, srb, rlb, clb = _tile_thread(B, ldb, bn0, 0, N, K, B_CPR, EPC, ITEM, SWZ, tid)
     else:
         gb, srb, rlb, clb = _tile_thread(B, ldb, 0, bn0, K, N, B_CPR, EPC, ITEM, SWZ, tid)
-    vsa = (NT // A_CPR) * lda * ITEM
-    vsb = (NT // B_CPR) * ldb * ITEM
+    vsa = A_RSTEP * lda * ITEM
+    vsb = B_RSTEP * ldb * ITEM
     return ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb, lda, ldb
 
 
@@ -456,6 +457,7 @@ def tiled_kernel(cfg: MmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool,
     B_ROWS, B_CPR = (BN, BK // EPC) if B_KM else (BK, BN // EPC)
     A_BYTES = BM * BK * ITEM
     STAGE = A_BYTES + BN * BK * ITEM
+    A_RSTEP, B_RSTEP = NT // A_CPR, NT // B_CPR  # rows of a tile the block's threads copy at once
     # tf32 keeps the plain order: its fragments are rounded on every load, and with two sets of
     # them the prefetch measured slower (bf16/fp16 +19%, tf32 -5%; benchmarks/NOTES.md)
     PF = cfg.frag_prefetch and ITEM == 2
@@ -484,7 +486,8 @@ def tiled_kernel(cfg: MmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool,
         bm0, bn0 = tile_origin(cuda.blockIdx.x, (M + BM - 1) // BM, (N + BN - 1) // BN, GROUP, BM, BN)
         ntiles = (K + BK - 1) // BK
         inner = bm0 + BM <= M and bn0 + BN <= N      # the block's tiles lie inside A and B
-        cs = _copy_state(A, B, M, N, K, lda, ldb, bm0, bn0, tid, A_KM, A_CPR, B_KM, B_CPR, EPC, ITEM, SWZ, NT)
+        cs = _copy_state(A, B, M, N, K, lda, ldb, bm0, bn0, tid, A_KM, A_CPR, B_KM, B_CPR, EPC, ITEM, SWZ,
+                         A_RSTEP, B_RSTEP)
         if ASYNC:
             # prologue: slices 0..P-1 in flight, commit group g holding slice g. With the
             # fragment prefetch all S stages fill (see _slice_ahead); without it one stays free

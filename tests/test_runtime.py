@@ -14,6 +14,8 @@ from numba_tc import build, cache
 
 from conftest import SIM
 
+pytestmark = pytest.mark.cpu
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -181,3 +183,17 @@ def test_the_call_cache_key_separates_what_decides_a_launch():
     assert a != _facts(t((64, 64), (64, 1), 4096 + 16), "torch")[0]          # alignment decides TMA
     assert a != _facts(t((64, 64), (1, 64), 4096), "torch")[0]
     assert a != _facts(t((64, 64), (64, 1), 4096, dev=1), "torch")[0]
+
+
+@pytest.mark.skipif(SIM, reason="compiles for sm_90a")
+def test_compile_command_without_a_gpu(cache_dir):
+    """``python -m numba_tc compile`` fills the cache for a target this machine does not have,
+    linked PTX included (the mma.sync primitives), and a second run finds every kernel cached."""
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), CUDA_VISIBLE_DEVICES="")
+    cmd = [sys.executable, "-m", "numba_tc", "compile", "--variants", "mma_naive", "--dtypes", "bfloat16",
+           "--arch", "sm_90a", "--no-progress"]
+    first = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr
+    assert "4 kernels for sm_90a: 4 compiled" in first.stdout
+    again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert "0 compiled" in again.stdout and "4 already cached" in again.stdout
