@@ -103,8 +103,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--profile", action="store_true", help="also print cProfile's top functions of 2000 calls")
     args = ap.parse_args()
-    from numba_tc.bench import _commit
-    meta = dict(commit=_commit(), command="python benchmarks/runtime.py " + " ".join(sys.argv[1:]))
+    from numba_tc.bench import commit_id
+    meta = dict(commit=commit_id(), command="python benchmarks/runtime.py " + " ".join(sys.argv[1:]))
     recs = host_records(args.size, args.rounds, meta) + first_call_records(meta)
     if args.profile:
         import cProfile

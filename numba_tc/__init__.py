@@ -6,7 +6,7 @@
 from . import sass
 from .api import (device_capability, gemm, get_variant, register, registered, unregister, variant_from,
                   variants)
-from .build import precompile
+from .aot import precompile
 from .config import MmaConfig, SimtConfig, Variant, WgmmaConfig
 from .errors import CaptureError, ConfigError, CudaError, NoGPUError, UnsupportedDeviceError
 

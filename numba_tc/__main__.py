@@ -71,7 +71,7 @@ def command(name: str, help: str, arguments: Callable[[argparse.ArgumentParser],
 # ---------------------------------------------------------------------------------------------
 # Argument types (errors become argparse errors, not tracebacks)
 
-def _size(s: str) -> Tuple[int, int, int]:
+def parse_size(s: str) -> Tuple[int, int, int]:
     try:
         parts = [int(p) for p in s.lower().split("x")]
     except ValueError:
@@ -127,7 +127,7 @@ def cmd_list(args) -> int:
 # demo: the simulator check
 
 def _demo_arguments(p):
-    p.add_argument("--size", type=_size, default=(21, 38, 19), metavar="MxNxK",
+    p.add_argument("--size", type=parse_size, default=(21, 38, 19), metavar="MxNxK",
                    help="the problem (default 21x38x19: ragged, smaller than every tile)")
 
 
@@ -160,7 +160,7 @@ def cmd_demo(args) -> int:
 
 def _recorded_arguments(p):
     p.add_argument("--all", action="store_true", help="every rung of each ladder (default: the fastest of each)")
-    p.add_argument("--size", type=_size, default=DEFAULT_SIZE, metavar="N|MxNxK",
+    p.add_argument("--size", type=parse_size, default=DEFAULT_SIZE, metavar="N|MxNxK",
                    help="a recorded size (default 4096; 8192 is recorded for the tensor-core ladders)")
     p.add_argument("--plot", metavar="PNG", help="write the picture here (default: a new temporary directory)")
 
@@ -207,7 +207,7 @@ def _bench_arguments(p):
                    help="variants to run (default: the fastest rung of each ladder; see 'list')")
     p.add_argument("--ladder", choices=LADDERS, help="every rung of this ladder")
     p.add_argument("--all", action="store_true", help="every rung of every ladder")
-    p.add_argument("--sizes", nargs="+", type=_size, metavar="N|MxNxK", help="N (for N^3) or MxNxK (default 4096)")
+    p.add_argument("--sizes", nargs="+", type=parse_size, metavar="N|MxNxK", help="N (for N^3) or MxNxK (default 4096)")
     p.add_argument("--dtype", choices=DTYPES, help="input dtype (default: float32 for simt, bfloat16 for "
                    "mma and wgmma; tf32 means float32 arrays on tensor cores)")
     p.add_argument("--layout", default="NN", choices=["NN", "NT", "TN", "TT"], help="operand layouts (T: column-major)")
@@ -284,7 +284,7 @@ def cmd_bench(args) -> int:
     side_by_side = len(runnable) > 1 or not (args.variants or args.ladder)
     command_line = "python -m numba_tc " + " ".join(shlex.quote(a) for a in args.argv)
     device = bench._device_name()
-    print(f"{device} (sm_{cc[0]}{cc[1]}), commit {bench._commit()}: "
+    print(f"{device} (sm_{cc[0]}{cc[1]}), commit {bench.commit_id()}: "
           + "; ".join(f"{', '.join(v.name for v in vs)} in {dt}" for dt, vs in runnable)
           + f", each against cuBLAS in the same dtype, at {', '.join(_fmt(s) for s in sizes)}."
           "\nEach is checked against float64, then timed in rounds alternating with cuBLAS. Kernels compile "
@@ -340,14 +340,14 @@ def _compile_arguments(p):
 
 @command("compile", "compile kernels into the disk cache ahead of time (no GPU needed)", _compile_arguments)
 def cmd_compile(args) -> int:
-    from numba_tc import build, cache
+    from numba_tc import aot, build, cache
     for a in args.arch or []:
         try:
             build.parse_cc(a)
         except ValueError as e:
             args.parser.error(str(e))
     t = time.perf_counter()
-    recs = build.precompile(args.variants, args.arch, args.dtypes, args.jobs, progress=not args.no_progress)
+    recs = aot.precompile(args.variants, args.arch, args.dtypes, args.jobs, progress=not args.no_progress)
     new = [r for r in recs if not r["cached"]]
     print(f"{len(recs)} kernels for {', '.join(sorted({r['arch'] for r in recs})) or 'no target'}: "
           f"{len(new)} compiled ({sum(r['seconds'] for r in new):.0f} s of compiling, "

@@ -122,7 +122,7 @@ def _runs_here(v: Variant, cc) -> bool:
             and (v.ladder == "simt" or not SIMULATOR))
 
 
-def _candidates(variant, dtype: str, out_dtype: str, cc) -> List[Variant]:
+def candidates(variant, dtype: str, out_dtype: str, cc) -> List[Variant]:
     """The variants to try, best first: for "auto" every one that takes this dtype and output and
     runs here, in reverse ladder order (ladders and rungs are ordered by measured speed,
     benchmarks/results); otherwise the named one, or an exception saying why it cannot run."""
@@ -154,7 +154,7 @@ def _candidates(variant, dtype: str, out_dtype: str, cc) -> List[Variant]:
     return [v]
 
 
-def _pick(cands: List[Variant], a, b, c, named: bool) -> Variant:
+def pick(cands: List[Variant], a, b, c, named: bool) -> Variant:
     """The first candidate that takes these operands; a named variant that refuses them raises."""
     for v in cands:
         why = v.refuses(a, b, c)
@@ -234,7 +234,7 @@ class _Problem:
         self.m, self.n, self.k, self.dtype, self.out_dtype = m, n, k, da, out_dtype
         self.device = self._device(a, b, out)
         cc = device_capability(self.device)
-        self.cands = _candidates(variant, _input_precision(da, variant, allow_tf32), out_dtype, cc)
+        self.cands = candidates(variant, _input_precision(da, variant, allow_tf32), out_dtype, cc)
         self.named = variant != "auto"
 
     def _device(self, a, b, out) -> int:
@@ -257,7 +257,7 @@ class _Problem:
         swap = C.trans          # column-major output: C^T = B^T A^T, written row-major
         if swap:
             A, B, C = B.transposed(), A.transposed(), C.transposed()
-        v = _pick(self.cands, A, B, C, self.named)
+        v = pick(self.cands, A, B, C, self.named)
         return Plan(v.plan(A, B, C, self.device), self.device, swap, v)
 
 
@@ -275,7 +275,7 @@ _CALLS: dict = {}
 CALL_CACHE_SIZE = 4096
 
 
-def _facts(x, kind: str) -> tuple:
+def operand_facts(x, kind: str) -> tuple:
     """What decides a call about one GPU operand, cheaply: (shape, strides, dtype, address
     alignment, device), and its address."""
     if kind == "torch":
@@ -309,9 +309,9 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
     kind = array_kind(a)
     if kind == "numpy" or SIMULATOR:
         return _gemm_copying(a, b, variant, out, out_dtype, stream, allow_tf32)
-    fa, pa = _facts(a, kind)
-    fb, pb = _facts(b, array_kind(b)) if array_kind(b) == kind else (None, 0)
-    fo, po = (None, 0) if out is None or array_kind(out) != kind else _facts(out, kind)
+    fa, pa = operand_facts(a, kind)
+    fb, pb = operand_facts(b, array_kind(b)) if array_kind(b) == kind else (None, 0)
+    fo, po = (None, 0) if out is None or array_kind(out) != kind else operand_facts(out, kind)
     key = (variant if isinstance(variant, (str, Variant)) else id(variant), out_dtype, allow_tf32,
            kind, fa, fb, fo, out is None)
     try:

@@ -132,7 +132,7 @@ class Matrix:
                       self.ptr, self.owner)
 
 
-def _layout(shape: Tuple[int, int], strides: Tuple[int, int], name: str) -> Tuple[bool, int]:
+def layout_of(shape: Tuple[int, int], strides: Tuple[int, int], name: str) -> Tuple[bool, int]:
     """(trans, ld) from element strides, or ValueError when neither dimension has unit stride."""
     rows, cols = shape
     s0, s1 = strides
@@ -209,7 +209,7 @@ def as_matrix(x, name: str, stream=0, raw_bf16: bool = False, described=None) ->
         dev = cuda.to_device(np.ascontiguousarray(flat), stream=stream)
         ptr = dev._ary.ctypes.data if SIMULATOR else dev.device_ctypes_pointer.value
         return Matrix(dev, rows, cols, ld, trans, dtype, ptr, dev)
-    trans, ld = _layout((rows, cols), strides, name)
+    trans, ld = layout_of((rows, cols), strides, name)
     m = Matrix(None, rows, cols, ld, trans, dtype, ptr, x)
     if SIMULATOR:
         h = x._ary if kind == "numba" else np.asarray(x)

@@ -47,7 +47,7 @@ class Record:
     layout: str = "NN"
 
 
-def _commit() -> str:
+def commit_id() -> str:
     """The git commit measured (NUMBA_TC_COMMIT overrides: the GPU machine gets no .git)."""
     if os.environ.get("NUMBA_TC_COMMIT"):
         return os.environ["NUMBA_TC_COMMIT"]
@@ -75,7 +75,11 @@ def _spin(us: int):
             for _ in range(n):
                 cuda.nanosleep(1000)
         _spin_kernel = spin
-    _spin_kernel[1, 1](max(int(us), 1))
+    import warnings
+    from numba.core.errors import NumbaPerformanceWarning
+    with warnings.catch_warnings():           # (one thread on purpose: it only waits)
+        warnings.simplefilter("ignore", NumbaPerformanceWarning)
+        _spin_kernel[1, 1](max(int(us), 1))
 
 
 def _samples(fn: Callable[[], None], min_reps: int, max_reps: int, budget_s: float,
@@ -213,7 +217,7 @@ def run(variants: Sequence, sizes: Sequence[tuple], dtype: str = "float32", layo
     be = _Backend()
     be.set_tf32(dtype == "tf32")
     arr_dtype = "float32" if dtype == "tf32" else dtype      # tf32: fp32 arrays, tf32 math
-    dev, commit = _device_name(), _commit()
+    dev, commit = _device_name(), commit_id()
     records: List[Record] = []
     steps = [(s, api.get_variant(v)) for s in sizes for v in variants]
     own_bar = isinstance(progress, bool)

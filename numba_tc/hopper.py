@@ -1,8 +1,9 @@
 """The Hopper ladder: TMA, wgmma and mbarrier pipelines from Numba (sm_90a), composing the
 primitives of ``ptx/hopper.cu``.
 
-One kernel, built from a ``WgmmaConfig``; each rung switches on one more knob, so two rungs differ
-by exactly their note:
+One kernel, built from a ``WgmmaConfig`` out of named parts (the scheduler ``_tile``, the producer
+``_producer``, the mainloop ``_mainloop``, the epilogue ``_epilogue``); each rung is one line of
+``RUNG1``..``RUNG7`` below, a configuration that switches on what its note says:
 
 1. ``wgmma_tma``: TMA loads a multi-stage ring of 128B-swizzled tiles, completing on an mbarrier
    per stage; one warpgroup issues ``wgmma`` straight from shared memory. The first thread refills

@@ -31,7 +31,7 @@ from .intrinsics import SIMULATOR
 
 __all__ = ["Kernel", "kernel", "kernel_factory", "device", "unrolled"]
 
-PARAM_KINDS = ("i64", "map")
+PARAM_TYPES = ("i64", "map")
 
 
 @dataclass(frozen=True)
@@ -63,8 +63,8 @@ def kernel(fn, params, launch_bounds=None, max_shared=False) -> Kernel:
     ``max_shared``: ask for the largest shared-memory carveout of L1."""
     params = tuple(params)
     n = len(inspect.signature(fn).parameters)
-    if len(params) != n or any(p not in PARAM_KINDS for p in params):
-        raise ValueError(f"{fn.__name__} takes {n} parameters; params must name each ({PARAM_KINDS}), got {params}")
+    if len(params) != n or any(p not in PARAM_TYPES for p in params):
+        raise ValueError(f"{fn.__name__} takes {n} parameters; params must name each ({PARAM_TYPES}), got {params}")
     return Kernel(fn, params, tuple(launch_bounds) if launch_bounds else None, max_shared)
 
 

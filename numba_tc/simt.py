@@ -1,8 +1,10 @@
 """The SIMT ladder: FP32 GEMM on CUDA cores, written in Numba ``@cuda.jit``.
 
 Seven rungs after siboehm's "How to optimize a CUDA matmul kernel". Rungs 1-2 are their own small
-kernels; rungs 3-7 are one tiled kernel (``_tiled_kernel``) built from a ``SimtConfig``, and each
-rung turns on one more knob of it, so the difference between two rungs is exactly its note.
+kernels; rungs 3-7 are one tiled kernel (``tiled_kernel``: a scheduler ``_block_tile``, loads
+``_load_tiles``, a mainloop step ``k_tile``, an epilogue ``_store_c``) built from a ``SimtConfig``;
+each rung is one line, ``RUNG3``..``RUNG7`` below (rung 7's tuned configuration changes many
+fields at once; its note says which matter).
 
 Conventions, shared by every rung:
 
@@ -47,6 +49,16 @@ def _at(p, ld, r, c, trans):
     return p[_index(r, c, ld, trans)]
 
 
+@device
+def _dot(pA, pB, pC, m, n, M, N, K, lda, ldb, ldc, ta, tb):
+    """C[m, n] = A[m, :] . B[:, n], one thread's whole output (rungs 1-2), inside M x N only."""
+    if m < M and n < N:
+        acc = float32(0)
+        for k in range(K):
+            acc += _at(pA, lda, m, k, ta) * _at(pB, ldb, k, n, tb)
+        pC[m * ldc + n] = acc
+
+
 # ---------------------------------------------------------------------------------------------
 # Rung 1: naive. One thread per output; threadIdx.x walks down a column of C.
 # ---------------------------------------------------------------------------------------------
@@ -56,11 +68,7 @@ def naive_kernel(ta: bool, tb: bool):
         pA, pB, pC = f32_ptr(A), f32_ptr(B), f32_ptr(C)
         m = cuda.blockIdx.x * 32 + cuda.threadIdx.x   # neighbours in a warp: neighbouring rows
         n = cuda.blockIdx.y * 32 + cuda.threadIdx.y
-        if m < M and n < N:
-            acc = float32(0)
-            for k in range(K):
-                acc += _at(pA, lda, m, k, ta) * _at(pB, ldb, k, n, tb)
-            pC[m * ldc + n] = acc
+        _dot(pA, pB, pC, m, n, M, N, K, lda, ldb, ldc, ta, tb)
     return kernel(naive, (_I64,) * 9)
 
 
@@ -75,11 +83,7 @@ def coalesced_kernel(ta: bool, tb: bool):
         pA, pB, pC = f32_ptr(A), f32_ptr(B), f32_ptr(C)
         m = cuda.blockIdx.y * 32 + cuda.threadIdx.x // 32
         n = cuda.blockIdx.x * 32 + cuda.threadIdx.x % 32
-        if m < M and n < N:
-            acc = float32(0)
-            for k in range(K):
-                acc += _at(pA, lda, m, k, ta) * _at(pB, ldb, k, n, tb)
-            pC[m * ldc + n] = acc
+        _dot(pA, pB, pC, m, n, M, N, K, lda, ldb, ldc, ta, tb)
     return kernel(coalesced, (_I64,) * 9)
 
 

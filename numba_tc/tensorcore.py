@@ -1,8 +1,9 @@
 """The tensor-core ladder: mma.sync GEMM from Numba, composing the primitives of ``ptx/mma.cu``.
 
-Five rungs. Rung 1 is its own small kernel; rungs 2-5 are one tiled kernel (``tiled_kernel``)
-built from an ``MmaConfig``, each rung switching on one more knob, so that two rungs differ by
-exactly their note. The same kernels serve every precision: fp16 and bf16 inputs run
+Five rungs. Rung 1 is its own small kernel; rungs 2-5 are one tiled kernel (``tiled_kernel``:
+loads ``_copy_slice``, a mainloop per rung family, the epilogue ``store_fragments``) built from
+an ``MmaConfig``; each rung is one line, ``RUNG2``..``RUNG5`` below (rungs 2-4 switch on one knob
+each; rung 5 is the tuned configuration). The same kernels serve every precision: fp16 and bf16 inputs run
 ``mma.m16n8k16``, fp32 inputs run ``mma.m16n8k8.tf32``; only the instruction, the element size and
 (for mn-major tf32 operands, which ldmatrix cannot transpose) the fragment loads change.
 

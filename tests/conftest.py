@@ -49,7 +49,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         for rep in terminalreporter.stats.get(outcome, []):
             if getattr(rep, "when", "call") != "call" and outcome == "passed":
                 continue
-            tier = _TIER.get(rep.nodeid, "untiered")
+            tier = _TIER.get(rep.nodeid) or next(     # (under pytest-xdist the workers collect)
+                (t for t in TIERS if t in getattr(rep, "keywords", {})), "untiered")
             counts.setdefault(tier, {}).setdefault(outcome, set()).add(rep.nodeid)
             if outcome == "skipped":
                 why = _skip_reason(rep)

@@ -66,26 +66,26 @@ def test_no_gpu_is_a_clear_error():
 
 def test_candidates_check_dtype_and_capability():
     with pytest.raises(TypeError, match="takes float32, not float16"):
-        api._candidates("warptile", "float16", "float16", (9, 0))
+        api.candidates("warptile", "float16", "float16", (9, 0))
     old = Variant("needs_sm100", "simt", 99, ("float32",), (10, 0), "test only", plan=None)
     with pytest.raises(numba_tc.UnsupportedDeviceError, match="10.0"):
-        api._candidates(old, "float32", "float32", (9, 0))
-    assert api._candidates("auto", "float32", "float32", (9, 0))[0].name == "warptile"
+        api.candidates(old, "float32", "float32", (9, 0))
+    assert api.candidates("auto", "float32", "float32", (9, 0))[0].name == "warptile"
     with pytest.raises(TypeError, match="writes float32, not float16"):
-        api._candidates("warptile", "float32", "float16", (9, 0))
+        api.candidates("warptile", "float32", "float16", (9, 0))
 
 
 @pytest.mark.skipif(SIM, reason="the simulator runs only the SIMT ladder")
 def test_wgmma_is_sm90a_only():
     """wgmma exists on sm_90a alone: "auto" picks the Hopper ladder on 9.0, mma.sync on 8.x and
     10.x, and naming a Hopper rung elsewhere is a clear error."""
-    assert api._candidates("auto", "bfloat16", "bfloat16", (9, 0))[0].ladder == "wgmma"
+    assert api.candidates("auto", "bfloat16", "bfloat16", (9, 0))[0].ladder == "wgmma"
     for cc in ((8, 0), (10, 0)):
-        assert api._candidates("auto", "bfloat16", "bfloat16", cc)[0].ladder == "mma"
+        assert api.candidates("auto", "bfloat16", "bfloat16", cc)[0].ladder == "mma"
     with pytest.raises(numba_tc.UnsupportedDeviceError, match="runs only on compute capability 9.0"):
-        api._candidates("wgmma_tma", "float16", "float16", (10, 0))
+        api.candidates("wgmma_tma", "float16", "float16", (10, 0))
     with pytest.raises(numba_tc.UnsupportedDeviceError, match="needs compute capability 9.0"):
-        api._candidates("wgmma_tma", "float16", "float16", (8, 6))
+        api.candidates("wgmma_tma", "float16", "float16", (8, 6))
 
 
 @pytest.mark.skipif(SIM, reason="the simulator runs only the SIMT ladder")
@@ -94,11 +94,11 @@ def test_auto_falls_back_when_tma_refuses_the_operands():
     down, a named Hopper rung says why it cannot run."""
     ok = arrays.Matrix(None, 64, 64, 64, False, "bfloat16", 1024)
     odd = arrays.Matrix(None, 64, 63, 63, False, "bfloat16", 1024)      # 126-byte rows
-    cands = api._candidates("auto", "bfloat16", "bfloat16", (9, 0))
-    assert api._pick(cands, ok, ok, ok, named=False).ladder == "wgmma"
-    assert api._pick(cands, odd, ok, ok, named=False).name == "mma_tuned"
+    cands = api.candidates("auto", "bfloat16", "bfloat16", (9, 0))
+    assert api.pick(cands, ok, ok, ok, named=False).ladder == "wgmma"
+    assert api.pick(cands, odd, ok, ok, named=False).name == "mma_tuned"
     with pytest.raises(ValueError, match="operand a cannot be read by TMA: its rows are 126 bytes apart"):
-        api._pick(api._candidates("wgmma_ws", "bfloat16", "bfloat16", (9, 0)), odd, ok, ok, named=True)
+        api.pick(api.candidates("wgmma_ws", "bfloat16", "bfloat16", (9, 0)), odd, ok, ok, named=True)
 
 
 @pytest.mark.parametrize("shape, strides, expect", [
@@ -111,13 +111,13 @@ def test_auto_falls_back_when_tma_refuses_the_operands():
     ((1, 1), (0, 0), (False, 1)),
 ])
 def test_layout_from_strides(shape, strides, expect):
-    assert arrays._layout(shape, strides, "x") == expect
+    assert arrays.layout_of(shape, strides, "x") == expect
 
 
 @pytest.mark.parametrize("shape, strides", [((4, 5), (10, 2)), ((4, 5), (2, 1)), ((4, 5), (-5, 1))])
 def test_layouts_that_cannot_be_handled(shape, strides):
     with pytest.raises(ValueError, match="contiguous"):
-        arrays._layout(shape, strides, "x")
+        arrays.layout_of(shape, strides, "x")
 
 
 def test_matrix_transpose_and_alignment():

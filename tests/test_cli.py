@@ -58,7 +58,7 @@ def test_bad_combinations_are_argument_errors(argv, words, capsys):
 
 
 def test_sizes_parse():
-    assert cli._size("64") == (64, 64, 64) and cli._size("3000X5000x2000") == (3000, 5000, 2000)
+    assert cli.parse_size("64") == (64, 64, 64) and cli.parse_size("3000X5000x2000") == (3000, 5000, 2000)
 
 
 @no_gpu

@@ -121,12 +121,13 @@ def test_entry_passes_tensor_maps_by_value_and_carries_launch_bounds():
 
 @pytest.mark.skipif(SIM, reason="compiles for sm_90a")
 def test_precompile_fills_the_cache_without_a_gpu(cache_dir):
-    recs = build.precompile(variants=["naive"], archs=["sm_90a"], jobs=2, progress=False)
+    from numba_tc import aot
+    recs = aot.precompile(variants=["naive"], archs=["sm_90a"], jobs=2, progress=False)
     assert len(recs) == 4 and not any(r["cached"] for r in recs)           # one kernel per layout
     assert len(os.listdir(cache_dir / "sm_90a")) == 4
-    again = build.precompile(variants=["naive"], archs=["sm_90a"], progress=False)
+    again = aot.precompile(variants=["naive"], archs=["sm_90a"], progress=False)
     assert all(r["cached"] for r in again)
-    assert build.precompile(variants=["wgmma_tma"], archs=["sm_80"], progress=False) == []   # sm_90a only
+    assert aot.precompile(variants=["wgmma_tma"], archs=["sm_80"], progress=False) == []   # sm_90a only
 
 
 def test_parameters_pack_into_the_layout_the_driver_reads():
@@ -170,7 +171,7 @@ def test_devices_from_each_library(monkeypatch):
 def test_the_call_cache_key_separates_what_decides_a_launch():
     """What goes into a call's key for a GPU operand: shape, strides, dtype, address mod 32 and
     device; two tensors differing only in their address (mod 32 equal) share a plan."""
-    from numba_tc.api import _facts
+    from numba_tc.api import operand_facts
     T = type("T", (), {"__module__": "torch"})
 
     def t(shape, stride, ptr, dev=0):
@@ -178,11 +179,11 @@ def test_the_call_cache_key_separates_what_decides_a_launch():
         x.shape, x.dtype = shape, "bf16"
         x.stride, x.data_ptr, x.get_device = (lambda: stride), (lambda: ptr), (lambda: dev)
         return x
-    a, _ = _facts(t((64, 64), (64, 1), 4096), "torch")
-    assert a == _facts(t((64, 64), (64, 1), 4096 + 512), "torch")[0]
-    assert a != _facts(t((64, 64), (64, 1), 4096 + 16), "torch")[0]          # alignment decides TMA
-    assert a != _facts(t((64, 64), (1, 64), 4096), "torch")[0]
-    assert a != _facts(t((64, 64), (64, 1), 4096, dev=1), "torch")[0]
+    a, _ = operand_facts(t((64, 64), (64, 1), 4096), "torch")
+    assert a == operand_facts(t((64, 64), (64, 1), 4096 + 512), "torch")[0]
+    assert a != operand_facts(t((64, 64), (64, 1), 4096 + 16), "torch")[0]          # alignment decides TMA
+    assert a != operand_facts(t((64, 64), (1, 64), 4096), "torch")[0]
+    assert a != operand_facts(t((64, 64), (64, 1), 4096, dev=1), "torch")[0]
 
 
 @pytest.mark.skipif(SIM, reason="compiles for sm_90a")
@@ -197,3 +198,34 @@ def test_compile_command_without_a_gpu(cache_dir):
     assert "4 kernels for sm_90a: 4 compiled" in first.stdout
     again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert "0 compiled" in again.stdout and "4 already cached" in again.stdout
+
+
+def test_no_import_circle():
+    """numba_tc's modules import one another (at the top or inside functions) without a circle."""
+    graph = {}
+    pkg = os.path.join(ROOT, "numba_tc")
+    for f in os.listdir(pkg):
+        if f.endswith(".py"):
+            mod = f[:-3]
+            deps = set()
+            for node in ast.walk(ast.parse(open(os.path.join(pkg, f)).read())):
+                if isinstance(node, ast.ImportFrom) and node.level == 1:
+                    deps.update([node.module.split(".")[0]] if node.module else [a.name for a in node.names])
+                elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("numba_tc"):
+                    parts = node.module.split(".")
+                    deps.update([parts[1]] if len(parts) > 1 else [a.name for a in node.names])
+            graph[mod] = {d for d in deps if d != mod and os.path.exists(os.path.join(pkg, d + ".py"))}
+    graph.pop("__init__", None)
+    graph.pop("__main__", None)
+    state = {}
+
+    def visit(m, path):
+        state[m] = "open"
+        for d in graph.get(m, ()):
+            assert state.get(d) != "open", "import circle: " + " -> ".join(path + [m, d])
+            if d not in state:
+                visit(d, path + [m])
+        state[m] = "done"
+    for m in graph:
+        if m not in state:
+            visit(m, [])
