@@ -14,30 +14,12 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HOST = [("auto", "bfloat16"), ("hopper", "bfloat16"), ("mma_tuned", "bfloat16"), ("warptile", "float32")]
 FIRST = [("hopper", "bfloat16"), ("mma_tuned", "bfloat16"), ("warptile", "float32")]
-_FRESH = """
-import time
-import torch
-t0 = time.perf_counter()
-import numba_tc
-t1 = time.perf_counter()
-a = torch.randn(1024, 1024, device="cuda", dtype=torch.{dtype})
-torch.cuda.synchronize()
-t2 = time.perf_counter()
-c = numba_tc.gemm(a, a, variant="{variant}")
-torch.cuda.synchronize()
-t3 = time.perf_counter()
-ref = a.double() @ a.double()
-err = float(torch.linalg.norm(c.double() - ref) / torch.linalg.norm(ref))
-print(t1 - t0, t3 - t2, err)
-"""
 
 
 def _per_call_us(fn, n, sync):
@@ -78,21 +60,17 @@ def host_records(size, rounds, meta):
 
 
 def first_call_records(meta):
+    from numba_tc.bench import first_call
     out = []
     for variant, dtype in FIRST:
         with tempfile.TemporaryDirectory() as d:
-            env = dict(os.environ, NUMBA_TC_CACHE_DIR=d, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
             for state in ("cold", "warm"):
-                p = subprocess.run([sys.executable, "-c", _FRESH.format(variant=variant, dtype=dtype)], env=env,
-                                   capture_output=True, text=True, timeout=600)
-                if p.returncode:
-                    raise RuntimeError(p.stderr)
-                imp, first, err = map(float, p.stdout.split()[-3:])
-                rec = dict(kind="first_call", variant=variant, dtype=dtype, cache=state, seconds=round(first, 3),
-                           import_seconds=round(imp, 3), rel_err=err, **meta)
-                print(f"{variant:<10} {dtype:<9} first call, {state} cache: {first:.3f} s (import {imp:.2f} s, "
-                      f"rel_err {err:.1e})", flush=True)
-                out.append(rec)
+                r = first_call(variant, dtype, cache_dir=d)
+                out.append(dict(kind="first_call", variant=variant, dtype=dtype, cache=state,
+                                seconds=round(r["seconds"], 3), import_seconds=round(r["import_seconds"], 3),
+                                rel_err=r["rel_err"], **meta))
+                print(f"{variant:<10} {dtype:<9} first call, {state} cache: {r['seconds']:.3f} s "
+                      f"(import {r['import_seconds']:.2f} s, rel_err {r['rel_err']:.1e})", flush=True)
     return out
 
 

@@ -545,3 +545,37 @@ def recorded(size=(4096, 4096, 4096), all_rungs: bool = False, path: Optional[st
 def environment() -> str:
     import numba
     return f"python {platform.python_version()}, numba {numba.__version__}, numpy {np.__version__}"
+
+
+_FIRST_CALL = """
+import time
+import torch
+t0 = time.perf_counter()
+import numba_tc
+t1 = time.perf_counter()
+a = torch.randn({size}, {size}, device="cuda", dtype=torch.{dtype})
+torch.cuda.synchronize()
+t2 = time.perf_counter()
+c = numba_tc.gemm(a, a, variant="{variant}")
+torch.cuda.synchronize()
+t3 = time.perf_counter()
+ref = a.double() @ a.double()
+print(t1 - t0, t3 - t2, float(torch.linalg.norm(c.double() - ref) / torch.linalg.norm(ref)))
+"""
+
+
+def first_call(variant: str, dtype: str, size: int = 1024, cache_dir: Optional[str] = None) -> dict:
+    """A fresh Python process's ``import numba_tc`` and first ``gemm`` (torch operands of
+    ``size``^3, made and synchronized before the clock starts), in seconds, with the result's
+    relative error; ``cache_dir``: the kernel cache it uses (NUMBA_TC_CACHE_DIR)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    if cache_dir:
+        env["NUMBA_TC_CACHE_DIR"] = cache_dir
+    p = subprocess.run([sys.executable, "-c", _FIRST_CALL.format(variant=variant, dtype=dtype, size=size)],
+                       env=env, capture_output=True, text=True, timeout=900)
+    if p.returncode:
+        raise RuntimeError(f"the fresh process failed:\n{p.stderr}")
+    imp, first, err = map(float, p.stdout.split()[-3:])
+    return {"import_seconds": imp, "seconds": first, "rel_err": err}
+
