@@ -312,7 +312,9 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
     fa, pa = operand_facts(a, kind)
     fb, pb = operand_facts(b, array_kind(b)) if array_kind(b) == kind else (None, 0)
     fo, po = (None, 0) if out is None or array_kind(out) != kind else operand_facts(out, kind)
-    key = (variant if isinstance(variant, (str, Variant)) else id(variant), out_dtype, allow_tf32,
+    # (a Variant object by identity: two may differ only in their planner; the cached call holds
+    # it, so its id is not reused while the entry lives)
+    key = (variant if isinstance(variant, str) else id(variant), out_dtype, allow_tf32,
            kind, fa, fb, fo, out is None)
     try:
         call = _CALLS.get(key)
