@@ -17,15 +17,22 @@ from .errors import CudaError, UnsupportedDeviceError
 
 __all__ = ["libcuda", "check", "device_count", "on_device", "current_device", "capability", "sm_count",
            "smem_optin", "arch", "Function", "load", "occupancy", "max_active_clusters", "launch",
-           "stream_is_capturing", "device_of_pointer"]
+           "stream_is_capturing", "device_of_pointer", "dims", "Params"]
 
 _LOCK = threading.RLock()
 _LIB = None
 
 
+_CU = None
+
+
 def _cu():
-    from cuda.bindings import driver
-    return driver
+    """cuda.bindings.driver (imported once: an import statement per call costs about 1 us)."""
+    global _CU
+    if _CU is None:
+        from cuda.bindings import driver
+        _CU = driver
+    return _CU
 
 
 def libcuda():
@@ -96,16 +103,16 @@ class on_device:
         self.ctx = _primary(dev)
 
     def __enter__(self):
-        cu = _cu()
+        cu = _CU or _cu()
         err, cur = cu.cuCtxGetCurrent()
-        self.pushed = int(cur) != int(self.ctx)
+        self.pushed = cur != self.ctx
         if self.pushed:
             check(cu.cuCtxPushCurrent(self.ctx), "cuCtxPushCurrent")
         return self
 
     def __exit__(self, *exc):
         if self.pushed:
-            check(_cu().cuCtxPopCurrent(), "cuCtxPopCurrent")
+            check((_CU or _cu()).cuCtxPopCurrent(), "cuCtxPopCurrent")
         return False
 
 
@@ -243,7 +250,7 @@ class Params:
     128-byte tensor maps, in ``layout``'s order) and the array of pointers into it the driver
     reads them through. One per launch site and thread; the driver copies the values at launch,
     so the buffer is reused."""
-    __slots__ = ("fmt", "buf", "ptrs", "addr")
+    __slots__ = ("fmt", "buf", "ptrs", "addr", "last")
 
     def __init__(self, layout):
         self.fmt = "=" + "".join("128s" if p == "map" else "q" for p in layout)
@@ -256,6 +263,7 @@ class Params:
             off += 128 if p == "map" else 8
         self.ptrs = (ctypes.c_void_p * max(len(layout), 1))(*[base + o for o in offsets])
         self.addr = ctypes.addressof(self.ptrs)
+        self.last = None          # what the buffer holds (see plan.Step.run)
 
     def pack(self, values) -> int:
         struct.pack_into(self.fmt, self.buf, 0, *values)
@@ -265,39 +273,35 @@ class Params:
 _STREAMS: dict = {}
 
 
-def _dims(d):
+def dims(d):
     """(x, y) of a launch dimension given as an int, (x,) or (x, y)."""
     if isinstance(d, int):
         return d, 1
     return (d[0], 1) if len(d) == 1 else (d[0], d[1])
 
 
-def launch(fn: Function, grid, block, smem: int, stream: int, params: Params, values,
-           cluster: int = 1) -> None:
-    """Launch ``fn`` on ``stream`` (a raw CUstream handle of ``fn``'s device) with ``values``
-    packed by ``params``; ``grid`` and ``block`` are ints or (x, y); ``cluster`` > 1 launches thread-block
-    clusters of that many blocks along x (cuLaunchKernelEx). The caller is inside
-    ``on_device(fn.device)``."""
-    cu = _cu()
-    addr = params.pack(values)
+def launch(fn: Function, grid, block, smem: int, stream: int, addr: int, cluster: int = 1) -> None:
+    """Launch ``fn`` on ``stream`` (a raw CUstream handle of ``fn``'s device) with the parameters
+    at ``addr`` (``Params.pack``); ``grid`` and ``block`` are (x, y) pairs; ``cluster`` > 1
+    launches thread-block clusters of that many blocks along x (cuLaunchKernelEx). The caller is
+    inside ``on_device(fn.device)``."""
+    cu = _CU or _cu()
     if cluster == 1:
-        gx, gy = _dims(grid)
-        bx, by = _dims(block)
         s = _STREAMS.get(stream)
         if s is None:
             if len(_STREAMS) > 1024:
                 _STREAMS.clear()
             s = _STREAMS[stream] = cu.CUstream(stream)
-        err, = cu.cuLaunchKernel(fn.handle, gx, gy, 1, bx, by, 1, smem, s, addr, 0)
+        err, = cu.cuLaunchKernel(fn.handle, grid[0], grid[1], 1, block[0], block[1], 1, smem, s, addr, 0)
     else:
-        if grid % cluster:
-            raise ValueError(f"grid {grid} is not a multiple of the cluster size {cluster}")
-        key = (grid, block, smem, stream, cluster)
+        if grid[0] % cluster or grid[1] != 1:
+            raise ValueError(f"grid {grid} is not a row of whole clusters of {cluster}")
+        key = (grid[0], block[0], smem, stream, cluster)
         cfg = fn.configs.get(key)
         if cfg is None:
             if len(fn.configs) > 256:
                 fn.configs.clear()
-            cfg = fn.configs[key] = _config(grid, block, smem, stream, cluster)
+            cfg = fn.configs[key] = _config(*key)
         err, = cu.cuLaunchKernelEx(cfg, fn.handle, addr, 0)
     if int(err) != 0:
         _need_smem(fn, smem)
