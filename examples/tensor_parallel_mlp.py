@@ -12,7 +12,6 @@ numba_tc and against float64, and prints the times.
 """
 import argparse
 import os
-import time
 
 import torch
 import torch.distributed as dist

@@ -19,9 +19,8 @@ Conventions, shared by every rung:
 """
 from __future__ import annotations
 
-import functools
 
-from numba import cuda, float32, int64
+from numba import cuda, float32
 
 from .config import SimtConfig, Variant
 from .intrinsics import SIMULATOR, f32_ptr, load_f32x4, ptr, red_add_f32, store_f32x4

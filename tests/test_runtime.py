@@ -6,7 +6,6 @@ import ctypes
 import os
 import subprocess
 import sys
-import warnings
 
 import pytest
 

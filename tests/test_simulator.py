@@ -63,3 +63,17 @@ for slots, layout in ((3, "NN"), (16, "TT")):
     out = run_in_simulator(code)
     assert "((5,), (2, 3, 2, 9))" in out and "((8,), (2, 0, 2, 9))" in out
     assert out.count(" ok") == 2
+
+
+def test_out_overlapping_a_numpy_input_is_refused():
+    out = run_in_simulator("""
+import numpy as np, numba_tc
+sq = np.random.rand(8, 8).astype(np.float32)
+for out in (sq, sq.T, sq[:4].T):
+    try:
+        numba_tc.gemm(sq, sq[:, :8], out=out if out.shape == (8, 8) else np.empty((8, 8), np.float32))
+        print("accepted")
+    except ValueError as e:
+        print("refused:", e)
+""")
+    assert out.count("refused: out overlaps a or b") == 2 and out.count("accepted") == 1
