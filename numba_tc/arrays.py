@@ -2,9 +2,9 @@
 
 A ``Matrix`` is a 2-D operand reduced to what a kernel needs: its device pointer, (rows, cols),
 the leading dimension ``ld`` and ``trans`` (False: row-major, element (r, c) at ``r*ld + c``;
-True: column-major, at ``c*ld + r``), and, made on first use, a flat 1-D Numba device array over
-its memory (``Matrix.flat``). A transposed view is just the other
-layout of the same memory, so it needs no copy.
+True: column-major, at ``c*ld + r``). A transposed view is just the other layout of the same
+memory, so it needs no copy. (Under the simulator, where kernels take arrays, ``Matrix.data`` is a
+flat NumPy view of the operand.)
 
 Accepted: NumPy arrays (copied to the GPU and back), Numba device arrays, and any object with
 ``__cuda_array_interface__`` (CuPy) or a torch CUDA tensor (through ``data_ptr``/``stride``, so
@@ -76,7 +76,7 @@ def array_kind(x) -> str:
 
 @dataclass
 class Matrix:
-    data: Any              # flat 1-D Numba device array over the operand's memory, or None: see flat()
+    data: Any              # under the simulator: a flat NumPy view of the operand (else None)
     rows: int
     cols: int
     ld: int
@@ -111,14 +111,6 @@ class Matrix:
             return 0
         return (self.cols - 1) * self.ld + self.rows if self.trans else (self.rows - 1) * self.ld + self.cols
 
-    def flat(self):
-        """The flat 1-D Numba device array over the operand's memory (the SIMT kernels' argument),
-        made on first use: a Numba array costs more host time than a launch, and the tensor-core
-        kernels take pointers only."""
-        if self.data is None:
-            self.data = _flat_view(self.ptr, self.extent, _TYPESTR[self.dtype], self.owner)
-        return self.data
-
     def overlaps(self, other: "Matrix") -> bool:
         """Whether the memory spans of two operands intersect."""
         if self.extent == 0 or other.extent == 0:
@@ -147,17 +139,6 @@ def layout_of(shape: Tuple[int, int], strides: Tuple[int, int], name: str) -> Tu
     raise ValueError(f"{name} has strides {tuple(strides)} (in elements) for shape {tuple(shape)}: "
                      "one dimension must be contiguous (stride 1) and rows/columns must not "
                      "overlap; make a contiguous copy first")
-
-
-def _flat_view(ptr: int, n: int, typestr: str, owner):
-    from numba import cuda
-    iface = {"shape": (max(n, 0),), "strides": None, "typestr": typestr,
-             "data": (ptr, False), "version": 3, "stream": None}
-    return cuda.from_cuda_array_interface(iface, owner=owner, sync=False)
-
-
-# Kernels see 16-bit floats as raw 16-bit words (Numba has no bfloat16 array type).
-_TYPESTR = {"float32": "<f4", "float16": "<u2", "bfloat16": "<u2", "float64": "<f8"}
 
 
 def describe(x, name: str):
