@@ -23,12 +23,13 @@ import numpy as np
 from . import arrays, driver, runtime
 from .arrays import array_kind, as_matrix, dtype_name
 from .config import MmaConfig, SimtConfig, Variant, WgmmaConfig
-from .errors import CaptureError, NoGPUError, UnsupportedDeviceError
+from .epilogue_args import bind, is_plain
+from .errors import CaptureError, EpilogueError, NoGPUError, UnsupportedDeviceError
 from .intrinsics import SIMULATOR
 from .plan import Plan
 
 __all__ = ["gemm", "variants", "get_variant", "register", "unregister", "registered", "variant_from",
-           "NoGPUError", "UnsupportedDeviceError", "device_capability"]
+           "NoGPUError", "UnsupportedDeviceError", "EpilogueError", "device_capability"]
 
 _LADDER_ORDER = {"simt": 0, "mma": 1, "wgmma": 2}
 _REGISTRY: Dict[str, Variant] = {}
@@ -253,17 +254,33 @@ class _Problem:
                                  "operands and out must be on one GPU")
         return devs[0]
 
-    def plan(self, A, B, C) -> Plan:
+    def plan(self, A, B, C, epi=None) -> Plan:
+        """The launches; ``epi``: the call's epilogue (``epilogue_args.Bound``), or None."""
         swap = C.trans          # column-major output: C^T = B^T A^T, written row-major
         if swap:
             A, B, C = B.transposed(), A.transposed(), C.transposed()
         v = pick(self.cands, A, B, C, self.named)
-        return Plan(v.plan(A, B, C, self.device), self.device, swap, v)
+        if epi is None:
+            return Plan(v.plan(A, B, C, self.device), self.device, swap, v)
+        spec = epi.spec.flipped() if swap else epi.spec
+        try:
+            plan = Plan(v.plan(A, B, C, self.device, epi=spec), self.device, swap, v)
+        except Exception as e:
+            if spec.user is None or not _numba_error(e):
+                raise
+            raise EpilogueError(f"the epilogue function {spec.user.name} does not compile into the "
+                                f"{v.name!r} kernel:\n{e}") from None
+        plan.epilogue = spec
+        return plan
+
+
+def _numba_error(e: Exception) -> bool:
+    return type(e).__module__.startswith("numba")
 
 
 class _Call:
     """What a repeated call needs: the device, the plan (None for an empty problem; ``zero``:
-    K == 0, the result is zeros), and how to make and check the result."""
+    K == 0, the result is zeros, before any epilogue), and how to make and check the result."""
     __slots__ = ("device", "plan", "m", "n", "out_dtype", "spans", "zero")
 
     def __init__(self, device, plan, m, n, out_dtype, spans, zero=False):
@@ -287,7 +304,8 @@ def operand_facts(x, kind: str) -> tuple:
 
 
 def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=None, stream=None,
-         allow_tf32: bool = False):
+         allow_tf32: bool = False, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None,
+         activation: Optional[str] = None, epilogue=None, epilogue_args=()):
     """``a @ b`` on the GPU with the chosen variant; the result is the same kind of array as ``a``.
 
     a, b: 2-D NumPy arrays (copied to the GPU and back), Numba device arrays, CuPy arrays or torch
@@ -305,9 +323,28 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
     current stream on the operands' device (torch's or CuPy's current stream; Numba's default
     stream for Numba and NumPy arrays). The call runs on the device that holds the operands and
     leaves the current device as it was; it never synchronizes, except to copy a NumPy result back.
+
+    The epilogue, fused into the kernel's store (fp32, before rounding to the output type):
+    ``out = epilogue(act(alpha * a @ b + beta * c + bias), row, col, *epilogue_args)``.
+    c: an (M, N) array (the output's dtype or float32; may be ``out`` itself, to accumulate in
+    place), scaled by beta. bias: a 1-D array of length N (one value per column; also when
+    M == N) or M (one per row). activation: "relu", "gelu" (erf), "gelu_tanh" or "silu".
+    epilogue: a ``numba.cuda.jit(device=True)`` function ``f(acc, row, col, *epilogue_args)``
+    returning the value to store; epilogue_args: arrays (of the operands' kind and device,
+    indexed as in any Numba kernel) and ints or floats. A function is compiled into the kernel
+    and cached on disk by its code: a new process reuses it, an edited one is rebuilt.
     """
     kind = array_kind(a)
-    if kind == "numpy" or SIMULATOR:
+    epi = None
+    if not is_plain(c, alpha, beta, bias, activation, epilogue):
+        epi_args = (c, alpha, beta, bias, activation, epilogue, epilogue_args)
+        if kind == "numpy" or SIMULATOR:
+            return _gemm_copying(a, b, variant, out, out_dtype, stream, allow_tf32, epi_args)
+        pr = _Problem(a, b, variant, out, out_dtype, allow_tf32)
+        epi = bind(kind, pr.m, pr.n, pr.dtype, pr.out_dtype, pr.device, *epi_args)
+    elif epilogue_args:
+        raise ValueError("epilogue_args were given without an epilogue function")
+    elif kind == "numpy" or SIMULATOR:
         return _gemm_copying(a, b, variant, out, out_dtype, stream, allow_tf32)
     fa, pa = operand_facts(a, kind)
     fb, pb = operand_facts(b, array_kind(b)) if array_kind(b) == kind else (None, 0)
@@ -315,13 +352,13 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
     # (a Variant object by identity: two may differ only in their planner; the cached call holds
     # it, so its id is not reused while the entry lives)
     key = (variant if isinstance(variant, str) else id(variant), out_dtype, allow_tf32,
-           kind, fa, fb, fo, out is None)
+           kind, fa, fb, fo, out is None, None if epi is None else epi.key)
     try:
         call = _CALLS.get(key)
     except TypeError:                             # an unhashable argument: checked below
         call, key = None, None
     if call is None:
-        call = _prepare(a, b, variant, out, out_dtype, allow_tf32, kind)
+        call = _prepare(a, b, variant, out, out_dtype, allow_tf32, kind, epi)
         if key is not None:
             if len(_CALLS) >= CALL_CACHE_SIZE:
                 _CALLS.clear()
@@ -336,10 +373,14 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
             po = arrays.address(out, kind)
         if call.plan is None:                     # an empty problem: zeros, or nothing to do
             if call.zero:
+                if epi is not None:
+                    raise ValueError("K == 0 with an epilogue: the product is empty; apply the "
+                                     "epilogue to zeros directly")
                 _zero_fill(out, kind)
             return out
         st = runtime.stream_handle(stream) if stream is not None else runtime.current_stream(kind, call.device)
-        call.plan.run(pa, pb, po, st)
+        values = (pa, pb, po, 0) if epi is None else (pa, pb, po) + epi.values(call.plan.epilogue)
+        call.plan.run(values, st)
     return out
 
 
@@ -347,8 +388,8 @@ def _overlap(p, span, q, span_q) -> bool:
     return span > 0 and span_q > 0 and p < q + span_q and q < p + span
 
 
-def _prepare(a, b, variant, out, out_dtype, allow_tf32, kind) -> _Call:
-    """Check a GPU call and plan it (a miss of the call cache)."""
+def _prepare(a, b, variant, out, out_dtype, allow_tf32, kind, epi=None) -> _Call:
+    """Check a GPU call and plan it (a miss of the call cache); ``epi``: its epilogue."""
     pr = _Problem(a, b, variant, out, out_dtype, allow_tf32)
     m, n, k = pr.m, pr.n, pr.k
     A, B = as_matrix(a, "a", described=pr.desc_a), as_matrix(b, "b", described=pr.desc_b)
@@ -363,13 +404,13 @@ def _prepare(a, b, variant, out, out_dtype, allow_tf32, kind) -> _Call:
     if m == 0 or n == 0 or k == 0:
         return _Call(pr.device, None, m, n, pr.out_dtype, spans, zero=k == 0)
     with driver.on_device(pr.device):
-        plan = pr.plan(A, B, C)
+        plan = pr.plan(A, B, C, epi)
     return _Call(pr.device, plan, m, n, pr.out_dtype, spans)
 
 
-def _gemm_copying(a, b, variant, out, out_dtype, stream, allow_tf32):
+def _gemm_copying(a, b, variant, out, out_dtype, stream, allow_tf32, epi_args=None):
     """NumPy operands (copied to the device and back on the stream, which is then synchronized),
-    and every call under the simulator."""
+    and every call under the simulator; ``epi_args``: the epilogue's arguments, if any."""
     from numba import cuda
     pr = _Problem(a, b, variant, out, out_dtype, allow_tf32)
     m, n, k, kind = pr.m, pr.n, pr.k, pr.kind
@@ -382,6 +423,8 @@ def _gemm_copying(a, b, variant, out, out_dtype, stream, allow_tf32):
     if m == 0 or n == 0:
         return result
     if k == 0:
+        if epi_args is not None:
+            raise ValueError("K == 0 with an epilogue: the product is empty; apply the epilogue to zeros directly")
         _zero_fill(result, kind)
         return result
     st = runtime.stream_handle(stream) if stream is not None else 0
@@ -403,9 +446,12 @@ def _gemm_copying(a, b, variant, out, out_dtype, stream, allow_tf32):
             C = as_matrix(result, "out", described=pr.desc_out)
             if out is not None and (C.overlaps(A) or C.overlaps(B)):
                 raise ValueError("out overlaps a or b: the result would overwrite its own inputs")
-        plan = pr.plan(A, B, C)
+        epi = None if epi_args is None else bind(kind, m, n, pr.dtype, pr.out_dtype, pr.device, *epi_args,
+                                                   stream=nst)
+        plan = pr.plan(A, B, C, epi)
         handle = (lambda x: x.data) if SIMULATOR else (lambda x: x.ptr)
-        plan.run(handle(A), handle(B), handle(C), st)
+        extra = (0,) if epi is None else epi.values(plan.epilogue)
+        plan.run((handle(A), handle(B), handle(C)) + extra, st)
         if kind == "numpy":
             host = arrays.to_host(dev_out, pr.out_dtype, stream=nst)
             if not SIMULATOR:

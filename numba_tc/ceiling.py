@@ -72,7 +72,7 @@ def measure(dtype: str = "bfloat16", iters: int = 4096, blocks_per_sm: int = 4, 
 
     def run():
         with driver.on_device(dev):
-            plan.run(0, 0, addr, 0)
+            plan.run((0, 0, addr), 0)
     ms = time_gpu(run, budget_s=budget_s)
     flop = FLOP_PER_MMA * CHAINS * iters * grid * 4          # 4 warps per block
     return flop / ms / 1e9

@@ -1,7 +1,7 @@
 """The exceptions numba_tc raises, in one place (every module may import this one)."""
 from __future__ import annotations
 
-__all__ = ["NoGPUError", "UnsupportedDeviceError", "ConfigError", "CudaError", "CaptureError"]
+__all__ = ["NoGPUError", "UnsupportedDeviceError", "ConfigError", "CudaError", "CaptureError", "EpilogueError"]
 
 
 class NoGPUError(RuntimeError):
@@ -23,3 +23,8 @@ class CudaError(RuntimeError):
 class CaptureError(RuntimeError):
     """The call cannot be captured into a CUDA graph (for example NumPy operands, which are
     copied and synchronized)."""
+
+
+class EpilogueError(ValueError):
+    """A user's epilogue function does not compile into the kernel; the message holds Numba's,
+    which names the function's line."""

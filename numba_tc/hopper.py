@@ -43,6 +43,9 @@ from numba import cuda, float32, uint32
 
 from . import layout
 from .config import Variant, WgmmaConfig
+from .epilogue import PLAIN
+from .epilogue import make as make_epilogue
+from .fragments import OUT_CONVERT, store_fragments
 from .intrinsics import ptr
 from .jit import device, kernel, kernel_factory, unrolled
 from .layout import c_fragment, chunk_offset, wgmma_desc, wgmma_operand_offset
@@ -54,7 +57,6 @@ from .primitives import (cluster_ctarank, cluster_sync, fence_proxy_async, mbar_
                          tma_store_wait_read, wgmma_commit, wgmma_fence, wgmma_m64n64k16, wgmma_m64n128k16,
                          wgmma_m64n256k16, wgmma_wait)
 from .schedule import balanced_workers, cdiv, tile_origin
-from .tensorcore import OUT_CONVERT, store_fragments
 from .tensormap import MAP_BYTES, encode, tma_requirements, tma_rows_fast
 
 __all__ = ["RUNGS", "wgmma_kernel", "PARAMS", "WGMMA_TYPE", "variant_from"]
@@ -129,20 +131,23 @@ def _consume(pacc, stage, full, ph, a_row0, A_BYTES, A_KM, B_KM, MI, BN, KND, WG
 
 
 @device
-def _stage_frag(jj, acc, off, buf, wrow, lane, OUT_ITEM, OUT_K):
-    """n8 block jj of an output box: this lane's two column pairs into the 128B-swizzled box."""
+def _stage_frag(jj, acc, off, buf, wrow, lane, grow, gcol, OUT_ITEM, OUT_K, EPI, ep):
+    """n8 block jj of an output box whose element (0, 0) is C's (grow, gcol): this lane's two
+    column pairs, through the epilogue, into the 128B-swizzled box."""
     for h in range(2):
         r, c = c_fragment(lane, 2 * h)
         byte = (8 * jj + c) * OUT_ITEM
+        m = grow + wrow + r
+        n = gcol + 8 * jj + c
         sts_out2(buf + chunk_offset(wrow + r, byte >> 4, 8, True) + (byte & 15),
-                 acc[off + 4 * jj + 2 * h], acc[off + 4 * jj + 2 * h + 1], OUT_K)
+                 EPI(acc[off + 4 * jj + 2 * h], m, n, ep), EPI(acc[off + 4 * jj + 2 * h + 1], m, n + 1, ep), OUT_K)
 
 
 _stage_frags = unrolled(_stage_frag, 8)
 
 
 @device
-def _store_box(t, acc, tmc, buf0, nbox, row0, col0, tw, lane, BN, NBOX, COLS, OUT_ITEM, OUT_K, BAR, EB):
+def _store_box(t, acc, tmc, buf0, nbox, row0, col0, tw, lane, BN, NBOX, COLS, OUT_ITEM, OUT_K, BAR, EB, EPI, ep):
     """Output box t of this warpgroup (m64 block t // NBOX, 128-byte column block t % NBOX):
     registers -> shared box (a ring of EB) -> one TMA store, which clips at C's edges."""
     mi = t // NBOX
@@ -151,7 +156,8 @@ def _store_box(t, acc, tmc, buf0, nbox, row0, col0, tw, lane, BN, NBOX, COLS, OU
     if tw == 0:
         tma_store_wait_read(EB - 1)            # the store that used this buffer has read it
     named_barrier(BAR, 128)
-    _stage_frags(COLS // 8, acc, mi * (BN // 2) + bx * (COLS // 2), buf, 16 * (tw >> 5), lane, OUT_ITEM, OUT_K)
+    _stage_frags(COLS // 8, acc, mi * (BN // 2) + bx * (COLS // 2), buf, 16 * (tw >> 5), lane, row0 + 64 * mi,
+                 col0 + bx * COLS, OUT_ITEM, OUT_K, EPI, ep)
     fence_proxy_async()                        # generic-proxy writes before the async-proxy read
     named_barrier(BAR, 128)
     if tw == 0:
@@ -251,22 +257,22 @@ def _mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0, lane, A_BYTES, A_KM, B_K
 
 @device
 def _epilogue(acc, C, tmc, ebase, nbox, bm0, bn0, a_row0, m_warp, ldc, M, N, wg, tw, lane, TMA_C, vc,
-              MI, NI, BN, NBOX, COLS, OUT_ITEM, OUT_K, EB):
+              MI, NI, BN, NBOX, COLS, OUT_ITEM, OUT_K, EB, EPI, ep):
     """Epilogue: the tile's accumulators to C, through shared memory and TMA stores (a ring of
     EB boxes per consumer, ``_store_box``) or straight from registers (``store_fragments``).
     Returns the count of boxes this consumer has stored."""
     if TMA_C:
         _store_boxes(MI * NBOX, acc, tmc, ebase + wg * (EB * layout.OUT_BOX_BYTES), nbox, bm0 + a_row0, bn0,
-                     tw, lane, BN, NBOX, COLS, OUT_ITEM, OUT_K, 1 + wg, EB)
+                     tw, lane, BN, NBOX, COLS, OUT_ITEM, OUT_K, 1 + wg, EB, EPI, ep)
         return nbox + MI * NBOX
-    store_fragments(MI * NI, C, ldc, M, N, acc, bm0 + m_warp, bn0, lane, NI, 64, OUT_ITEM, OUT_K, vc)
+    store_fragments(MI * NI, C, ldc, M, N, acc, bm0 + m_warp, bn0, lane, NI, 64, OUT_ITEM, OUT_K, vc, EPI, ep)
     return nbox
 
 
 @device
 def _consumer(acc, pacc, C, tmc, sbase, ebase, bars, cid, nclusters, ntiles, rank, grid_m, grid_n, ktiles,
               ldc, M, N, wg, tid, TMA_C, vc, GROUP, A_KM, B_KM, BM, BN, WG_M, A_BYTES, STAGE, S, CL, MI, NI,
-              NACC, KND, WG, NBOX, COLS, OUT_ITEM, OUT_K, EB):
+              NACC, KND, WG, NBOX, COLS, OUT_ITEM, OUT_K, EB, EPI, ep):
     """A consumer warpgroup: for each tile the scheduler gives, the mainloop, then the epilogue."""
     tw = tid & 127
     lane = tid & 31
@@ -282,14 +288,14 @@ def _consumer(acc, pacc, C, tmc, sbase, ebase, bars, cid, nclusters, ntiles, ran
         s, ph = _mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0, lane, A_BYTES, A_KM, B_KM, MI, BN, KND, WG,
                           STAGE, S, CL)
         nbox = _epilogue(acc, C, tmc, ebase, nbox, bm0, bn0, a_row0, m_warp, ldc, M, N, wg, tw, lane, TMA_C, vc,
-                         MI, NI, BN, NBOX, COLS, OUT_ITEM, OUT_K, EB)
+                         MI, NI, BN, NBOX, COLS, OUT_ITEM, OUT_K, EB, EPI, ep)
     if TMA_C and tw == 0:
         tma_store_wait_all()                          # the last boxes are out before the block ends
 
 
 @device
 def _one_tile(acc, pacc, C, tma_a, tma_b, sbase, bars, grid_m, grid_n, ktiles, ldc, M, N, tid, vc, GROUP,
-              A_KM, B_KM, BM, BN, BK, WG_M, A_BYTES, STAGE, S, MI, NI, NACC, KND, WG, OUT_ITEM, OUT_K):
+              A_KM, B_KM, BM, BN, BK, WG_M, A_BYTES, STAGE, S, MI, NI, NACC, KND, WG, OUT_ITEM, OUT_K, EPI, ep):
     """Rungs 1-2, before warp specialization: every warpgroup consumes one tile, thread 0 keeps
     the ring full, and the block synchronises once per K slice."""
     bm0, bn0 = tile_origin(cuda.blockIdx.x, grid_m, grid_n, GROUP, BM, BN)
@@ -312,12 +318,12 @@ def _one_tile(acc, pacc, C, tma_a, tma_b, sbase, bars, grid_m, grid_n, ktiles, l
                      A_KM, B_KM, BM, BN, A_BYTES, STAGE, 1)
         s, ph = _advance(s, ph, S)
     store_fragments(MI * NI, C, ldc, M, N, acc, bm0 + a_row0 + 16 * ((tid >> 5) & 3), bn0, tid & 31, NI, 64,
-                    OUT_ITEM, OUT_K, vc)
+                    OUT_ITEM, OUT_K, vc, EPI, ep)
 
 
 @kernel_factory
 def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool, vc: bool,
-                 tma_c: bool = False):
+                 tma_c: bool = False, epi=PLAIN):
     """The Hopper kernel for one configuration, input type, output type and operand layout.
     vc: C's column pairs are aligned for paired stores; tma_c: C can be written by TMA (used when
     the configuration has ``tma_store``)."""
@@ -330,14 +336,15 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
     KND, WG = WGMMA_TYPE[dtype], _WGMMA[BN]
     OUT_K, OUT_ITEM = OUT_CONVERT[out_dtype], layout.ITEMSIZE[out_dtype]
     COLS = layout.ROW_BYTES // OUT_ITEM         # columns of one 128-byte output box
-    NBOX, EB, EPI = BN // COLS, cfg.epi_boxes, cfg.epilogue_bytes
+    NBOX, EB, EPI_BYTES = BN // COLS, cfg.epi_boxes, cfg.epilogue_bytes
     ARRIVALS = CONS * 4 * CL                    # lane 0 of every consumer warp of the cluster
+    EPI = make_epilogue(epi)
 
-    def wgmma_gemm(TMA_A, TMA_B, TMC, C, M, N, K, ldc):
+    def wgmma_gemm(TMA_A, TMA_B, TMC, C, M, N, K, ldc, ep):
         smem = cuda.shared.array(0, uint32)
         sbase = layout.align_up(smem_addr(ptr(smem)), layout.SWIZZLE_ALIGN)
         ebase = sbase + S * STAGE                         # output boxes (tma_store)
-        bars = ebase + EPI                                # the ring's mbarriers
+        bars = ebase + EPI_BYTES                          # the ring's mbarriers
         tid = cuda.threadIdx.x
         wg = tid >> 7
         _init_ring(bars, TMA_A, TMA_B, S, ARRIVALS, CL)
@@ -348,7 +355,7 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
         pacc = ptr(acc)
         if not PRODUCER:
             _one_tile(acc, pacc, C, TMA_A, TMA_B, sbase, bars, grid_m, grid_n, ktiles, ldc, M, N, tid, vc, GROUP,
-                      A_KM, B_KM, BM, BN, BK, WG_M, A_BYTES, STAGE, S, MI, NI, NACC, KND, WG, OUT_ITEM, OUT_K)
+                      A_KM, B_KM, BM, BN, BK, WG_M, A_BYTES, STAGE, S, MI, NI, NACC, KND, WG, OUT_ITEM, OUT_K, EPI, ep)
             return
         rank = cluster_ctarank() if CL > 1 else 0
         cid = cuda.blockIdx.x // CL
@@ -365,11 +372,11 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
                 setmaxnreg_inc(REG_C)
             _consumer(acc, pacc, C, TMC, sbase, ebase, bars, cid, nclusters, ntiles, rank, grid_m, grid_n,
                       ktiles, ldc, M, N, wg, tid, TMA_C, vc, GROUP, A_KM, B_KM, BM, BN, WG_M, A_BYTES, STAGE, S,
-                      CL, MI, NI, NACC, KND, WG, NBOX, COLS, OUT_ITEM, OUT_K, EB)
+                      CL, MI, NI, NACC, KND, WG, NBOX, COLS, OUT_ITEM, OUT_K, EB, EPI, ep)
         if CL > 1:
             cluster_sync()          # no CTA leaves while a peer may still multicast into it
 
-    return kernel(wgmma_gemm, PARAMS, launch_bounds=(cfg.threads, cfg.min_blocks))
+    return kernel(wgmma_gemm, PARAMS, launch_bounds=(cfg.threads, cfg.min_blocks), values=len(epi.slots()))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -440,7 +447,7 @@ _NO_MAP = bytes(MAP_BYTES)
 def _plan(*cfgs: WgmmaConfig):
     """A rung's planner: its configuration (of several, the one ``pick_config`` chooses for the
     problem), kernel, tensor maps and grid."""
-    def plan(a, b, c, dev, resident=None):
+    def plan(a, b, c, dev, epi=PLAIN, resident=None):
         """resident: blocks that run at once (default: as the GPU says; tests force few)."""
         from . import driver
         cfg = cfgs[0]
@@ -448,7 +455,7 @@ def _plan(*cfgs: WgmmaConfig):
             slow_b = not tma_rows_fast(b.ptr, b.ld, b.itemsize)
             cfg = pick_config(cfgs, c.rows, c.cols, slow_b, driver.sm_count(dev))
         ec = output_map(cfg, c)
-        k = wgmma_kernel(cfg, a.dtype, c.dtype, a.trans, b.trans, c.pairs_aligned, ec is not None)
+        k = wgmma_kernel(cfg, a.dtype, c.dtype, a.trans, b.trans, c.pairs_aligned, ec is not None, epi)
         fn = driver.load(k, dev)
         if resident is None:
             resident = driver.sm_count(dev) * cfg.min_blocks
@@ -457,8 +464,8 @@ def _plan(*cfgs: WgmmaConfig):
         ea, eb = operand_maps(cfg, a, b)
         m, n, kk, ldc = c.rows, c.cols, a.cols, c.ld
 
-        def args(pa, pb, pc):
-            return (encode(pa, *ea), encode(pb, *eb), encode(pc, *ec) if ec else _NO_MAP, pc, m, n, kk, ldc)
+        def args(pa, pb, pc, *ep):
+            return (encode(pa, *ea), encode(pb, *eb), encode(pc, *ec) if ec else _NO_MAP, pc, m, n, kk, ldc, *ep)
         return [Step(k, work_plan(cfg, m, n, resident), cfg.threads, args, smem=cfg.smem_bytes,
                      cluster=cfg.cluster, fn=fn)]
     plan.config = cfgs[0]

@@ -9,6 +9,10 @@
 * **16-byte accesses** (``load_f32x4`` / ``store_f32x4``): an LLVM ``<4 x float>`` load or store
   with 16-byte alignment, which becomes ``LDG.E.128``/``LDS.128``.
 * ``red_add_f32``: an atomic add whose result is unused (``RED.ADD.F32``).
+* Epilogue values: ``f32_bits`` / ``f64_bits`` read a float passed bit for bit in an int64
+  kernel parameter (every parameter is an int64: ``build.entry_source``), and ``device_array``
+  makes a NumPy-like array of a device address, shape and byte strides, so a user's epilogue
+  function indexes its array arguments as it would in any Numba kernel.
 
 Under the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) neither cffi pointers nor LLVM exist, so
 each name has a pure-Python twin with the same semantics (kernel arguments are arrays there):
@@ -18,7 +22,8 @@ from __future__ import annotations
 
 from numba import config, cuda, types
 
-__all__ = ["SIMULATOR", "ptr", "f32_ptr", "load_f32x4", "store_f32x4", "red_add_f32"]
+__all__ = ["SIMULATOR", "ptr", "f32_ptr", "load_f32x4", "store_f32x4", "red_add_f32", "f32_bits", "f64_bits",
+           "device_array"]
 
 SIMULATOR = bool(config.ENABLE_CUDASIM)
 
@@ -40,6 +45,16 @@ if SIMULATOR:
     @cuda.jit(device=True)           # (the simulator provides cuda.atomic inside device functions)
     def red_add_f32(p, idx, x):
         cuda.atomic.add(p, idx, x)
+
+    def f32_bits(x):
+        """Simulator twin: scalars travel as themselves."""
+        return x
+
+    f64_bits = f32_bits
+
+    def device_array(a, shape, strides, dtype):
+        """Simulator twin: arrays travel as themselves."""
+        return a
 else:
     import cffi
     from llvmlite import ir
@@ -117,3 +132,46 @@ else:
             builder.call(nvvmutils.declare_atomic_add_float32(builder.module), [addr, v])
             return context.get_dummy_value()
         return sig, codegen
+
+    @intrinsic
+    def f32_bits(typingctx, x):
+        """The float32 whose bits are the low 32 of int64 ``x`` (a float kernel parameter)."""
+        if not isinstance(x, types.Integer):
+            return None
+
+        def codegen(context, builder, sig, args):
+            return builder.bitcast(builder.trunc(args[0], ir.IntType(32)), ir.FloatType())
+        return types.float32(x), codegen
+
+    @intrinsic
+    def f64_bits(typingctx, x):
+        """The float64 whose bits are int64 ``x``."""
+        if not isinstance(x, types.Integer):
+            return None
+
+        def codegen(context, builder, sig, args):
+            return builder.bitcast(args[0], ir.DoubleType())
+        return types.float64(x), codegen
+
+    @intrinsic
+    def device_array(typingctx, addr, shape, strides, dtype):
+        """An array of ``dtype`` (a Numba number type) at device address ``addr`` with ``shape``
+        and byte ``strides`` (tuples of equal length, run-time values)."""
+        ty = dtype.instance_type if isinstance(dtype, types.NumberClass) else None
+        if (ty is None or not isinstance(addr, types.Integer) or not isinstance(shape, types.UniTuple)
+                or not isinstance(strides, types.UniTuple) or len(shape) != len(strides)):
+            return None
+        aryty = types.Array(ty, len(shape), "A")
+
+        def codegen(context, builder, sig, args):
+            ary = context.make_array(aryty)(context, builder)
+            dims = [context.cast(builder, builder.extract_value(args[1], i), shape.dtype, types.intp)
+                    for i in range(len(shape))]
+            steps = [context.cast(builder, builder.extract_value(args[2], i), strides.dtype, types.intp)
+                     for i in range(len(shape))]
+            item = context.get_abi_sizeof(context.get_data_type(ty))
+            context.populate_array(ary, data=builder.inttoptr(args[0], ary.data.type), shape=dims,
+                                   strides=steps, itemsize=context.get_constant(types.intp, item),
+                                   meminfo=None)
+            return ary._getvalue()
+        return aryty(addr, shape, strides, dtype), codegen

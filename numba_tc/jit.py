@@ -58,14 +58,31 @@ class Kernel:
         return cuda.jit(self.fn)
 
 
-def kernel(fn, params, launch_bounds=None, max_shared=False) -> Kernel:
+def kernel(fn, params, launch_bounds=None, max_shared=False, values: int = 0) -> Kernel:
     """``fn`` as a kernel with parameters of kinds ``params`` (one per parameter of ``fn``).
-    ``max_shared``: ask for the largest shared-memory carveout of L1."""
+    ``max_shared``: ask for the largest shared-memory carveout of L1. ``values``: ``fn`` takes
+    one more parameter, a tuple of that many int64 run-time values (an epilogue's), which the
+    kernel receives as that many more int64 parameters."""
     params = tuple(params)
-    n = len(inspect.signature(fn).parameters)
+    n = len(inspect.signature(fn).parameters) - (1 if values else 0)
     if len(params) != n or any(p not in PARAM_TYPES for p in params):
         raise ValueError(f"{fn.__name__} takes {n} parameters; params must name each ({PARAM_TYPES}), got {params}")
+    if values:
+        fn = _with_values(fn, n, values)
+        params += ("i64",) * values
     return Kernel(fn, params, tuple(launch_bounds) if launch_bounds else None, max_shared)
+
+
+def _with_values(body, nfixed: int, n: int):
+    """A kernel function taking ``nfixed`` + ``n`` parameters that calls ``body`` with the last
+    ``n`` as one tuple."""
+    fixed = [f"p{i}" for i in range(nfixed)]
+    vals = [f"e{i}" for i in range(n)]
+    name = body.__name__
+    src = f"def {name}({', '.join(fixed + vals)}):\n    body({', '.join(fixed)}, ({', '.join(vals)},))\n"
+    ns = {"body": device(body)}
+    exec(compile(src, f"<kernel {name} with {n} values>", "exec"), ns)
+    return ns[name]
 
 
 def kernel_factory(factory):
@@ -73,12 +90,18 @@ def kernel_factory(factory):
     the factory's qualified name and its arguments (which must have stable reprs)."""
     qual = f"{factory.__module__.rsplit('.', 1)[-1]}.{factory.__qualname__}"
 
+    sig = inspect.signature(factory)
+
     @functools.lru_cache(maxsize=None)
     def make(*args):
         return replace(factory(*args), key=(qual,) + tuple(repr(a) for a in args))
 
     @functools.wraps(factory)
     def wrapper(*args):
+        if len(args) < len(sig.parameters):       # defaults count: one key however it is called
+            bound = sig.bind(*args)
+            bound.apply_defaults()
+            args = bound.args
         return make(*args)
     wrapper.cache_clear = make.cache_clear
     return wrapper

@@ -1,9 +1,11 @@
 """A launch plan: the kernel launches that compute one problem, decided once and replayed.
 
-A ladder's host code turns a problem (normalised operands, a device) into ``Step``s: a kernel,
-its grid, block, shared memory, cluster, and ``args(pa, pb, pc)``, which builds the parameter
-values from the operands' addresses (the only thing that changes between calls that share a
-plan; TMA tensor maps are encoded from them, ``tensormap.encode``). ``api.gemm`` keeps plans in
+A ladder's host code turns a problem (normalised operands, a device, an epilogue) into ``Step``s:
+a kernel, its grid, block, shared memory, cluster, and ``args(pa, pb, pc, *ep)``, which builds
+the parameter values from the run-time values: the operands' addresses, then the epilogue's
+(``epilogue.Epilogue.slots``: its arrays' addresses, alpha and beta, the user's scalars). Those are
+the only things that change between calls that share a plan; TMA tensor maps are encoded from
+the addresses (``tensormap.encode``). ``api.gemm`` keeps plans in
 a cache keyed by what decides them (device, array kind, dtypes, shapes, strides, address
 alignment, variant, output dtype), so a repeated call is a lookup and the launches.
 """
@@ -36,14 +38,14 @@ class Step:
             p = self._local.p = driver.Params(self.kernel.params)
         return p
 
-    def run(self, pa, pb, pc, stream: int) -> None:
-        """Launch with operands at pa, pb, pc: the values are built and packed only when the
-        addresses differ from this thread's last launch of the step (a repeated call reuses them)."""
+    def run(self, values: tuple, stream: int) -> None:
+        """Launch with run-time ``values`` (pa, pb, pc, then the epilogue's): the parameters are
+        built and packed only when the values differ from this thread's last launch of the step
+        (a repeated call reuses them)."""
         p = self.params()
-        ptrs = (pa, pb, pc)
-        if p.last != ptrs:
-            p.pack(self.args(pa, pb, pc))
-            p.last = ptrs
+        if p.last != values:
+            p.pack(self.args(*values))
+            p.last = values
         grid, block = self._dims
         driver.launch(self.fn, grid, block, self.smem, stream, p.addr, self.cluster)
 
@@ -55,23 +57,24 @@ class Step:
 class Plan:
     """The steps of one problem on one device; ``swap``: the operands' roles are exchanged
     (a column-major C is computed as C^T = B^T A^T, written row-major)."""
-    __slots__ = ("steps", "device", "swap", "variant")
+    __slots__ = ("steps", "device", "swap", "variant", "epilogue")
 
     def __init__(self, steps: Sequence[Step], device: int, swap: bool, variant):
         self.steps, self.device, self.swap, self.variant = list(steps), device, swap, variant
+        self.epilogue = None      # the epilogue's spec, in the kernel's coordinates (api sets it)
         if not SIMULATOR:
             for st in self.steps:
                 if st.fn is None:
                     st.fn = driver.load(st.kernel, device)
 
-    def run(self, pa, pb, pc, stream: int) -> None:
-        """Enqueue the steps on ``stream`` (inside ``driver.on_device(self.device)``); pa, pb, pc
-        are device addresses (flat arrays under the simulator)."""
+    def run(self, values: tuple, stream: int) -> None:
+        """Enqueue the steps on ``stream`` (inside ``driver.on_device(self.device)``); ``values``:
+        the addresses of A, B and C (flat arrays under the simulator), then the epilogue's values."""
         if self.swap:
-            pa, pb = pb, pa
+            values = (values[1], values[0]) + values[2:]
         if SIMULATOR:
             for st in self.steps:
-                st.kernel.simulator[st.grid, st.block](*st.args(pa, pb, pc))
+                st.kernel.simulator[st.grid, st.block](*st.args(*values))
             return
         for st in self.steps:
-            st.run(pa, pb, pc, stream)
+            st.run(values, stream)

@@ -23,6 +23,8 @@ from __future__ import annotations
 from numba import cuda, float32
 
 from .config import SimtConfig, Variant
+from .epilogue import PLAIN
+from .epilogue import make as make_epilogue
 from .intrinsics import SIMULATOR, f32_ptr, load_f32x4, ptr, red_add_f32, store_f32x4
 from .jit import device, kernel, kernel_factory, unrolled
 from .plan import Step
@@ -49,26 +51,28 @@ def _at(p, ld, r, c, trans):
 
 
 @device
-def _dot(pA, pB, pC, m, n, M, N, K, lda, ldb, ldc, ta, tb):
+def _dot(pA, pB, pC, m, n, M, N, K, lda, ldb, ldc, ta, tb, EPI, ep):
     """C[m, n] = A[m, :] . B[:, n], one thread's whole output (rungs 1-2), inside M x N only."""
     if m < M and n < N:
         acc = float32(0)
         for k in range(K):
             acc += _at(pA, lda, m, k, ta) * _at(pB, ldb, k, n, tb)
-        pC[m * ldc + n] = acc
+        pC[m * ldc + n] = EPI(acc, m, n, ep)
 
 
 # ---------------------------------------------------------------------------------------------
 # Rung 1: naive. One thread per output; threadIdx.x walks down a column of C.
 # ---------------------------------------------------------------------------------------------
 @kernel_factory
-def naive_kernel(ta: bool, tb: bool):
-    def naive(A, B, C, M, N, K, lda, ldb, ldc):
+def naive_kernel(ta: bool, tb: bool, epi=PLAIN):
+    EPI = make_epilogue(epi)
+
+    def naive(A, B, C, M, N, K, lda, ldb, ldc, ep):
         pA, pB, pC = f32_ptr(A), f32_ptr(B), f32_ptr(C)
         m = cuda.blockIdx.x * 32 + cuda.threadIdx.x   # neighbours in a warp: neighbouring rows
         n = cuda.blockIdx.y * 32 + cuda.threadIdx.y
-        _dot(pA, pB, pC, m, n, M, N, K, lda, ldb, ldc, ta, tb)
-    return kernel(naive, (_I64,) * 9)
+        _dot(pA, pB, pC, m, n, M, N, K, lda, ldb, ldc, ta, tb, EPI, ep)
+    return kernel(naive, (_I64,) * 9, values=len(epi.slots()))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -77,13 +81,15 @@ def naive_kernel(ta: bool, tb: bool):
 # broadcast.
 # ---------------------------------------------------------------------------------------------
 @kernel_factory
-def coalesced_kernel(ta: bool, tb: bool):
-    def coalesced(A, B, C, M, N, K, lda, ldb, ldc):
+def coalesced_kernel(ta: bool, tb: bool, epi=PLAIN):
+    EPI = make_epilogue(epi)
+
+    def coalesced(A, B, C, M, N, K, lda, ldb, ldc, ep):
         pA, pB, pC = f32_ptr(A), f32_ptr(B), f32_ptr(C)
         m = cuda.blockIdx.y * 32 + cuda.threadIdx.x // 32
         n = cuda.blockIdx.x * 32 + cuda.threadIdx.x % 32
-        _dot(pA, pB, pC, m, n, M, N, K, lda, ldb, ldc, ta, tb)
-    return kernel(coalesced, (_I64,) * 9)
+        _dot(pA, pB, pC, m, n, M, N, K, lda, ldb, ldc, ta, tb, EPI, ep)
+    return kernel(coalesced, (_I64,) * 9, values=len(epi.slots()))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -216,9 +222,11 @@ _mac_tile = unrolled(_mac_step, 32)
 
 
 @device
-def _store_row(r, pC, ldc, M, N, acc, mb, nb, WMITER, WSUBM, TM, WNITER, WSUBN, TN, vec_ok, add):
-    """Accumulator row r (sub-tile r // TM, row r % TM) to C, inside M x N only; ``add``: into
-    C atomically (a K slice of a split tile, see ``schedule.tail_split``)."""
+def _store_row(r, pC, ldc, M, N, acc, mb, nb, WMITER, WSUBM, TM, WNITER, WSUBN, TN, vec_ok, add, EPI, ep):
+    """Accumulator row r (sub-tile r // TM, row r % TM) to C, inside M x N only, through the
+    epilogue; ``add``: into C atomically (a K slice of a split tile, ``schedule.tail_split``;
+    only with the plain epilogue, which the planner ensures: an epilogue applies once, to the
+    sum)."""
     NJ = WNITER * TN
     i = r // TM
     t = r - i * TM
@@ -230,14 +238,16 @@ def _store_row(r, pC, ldc, M, N, acc, mb, nb, WMITER, WSUBM, TM, WNITER, WSUBN, 
             if TN % 4 == 0 and vec_ok and not add and n + TN <= N:
                 for q in range(TN // 4):
                     a4 = a0 + 4 * q
-                    store_f32x4(pC, m * ldc + n + 4 * q, acc[a4], acc[a4 + 1], acc[a4 + 2], acc[a4 + 3])
+                    store_f32x4(pC, m * ldc + n + 4 * q, EPI(acc[a4], m, n + 4 * q, ep),
+                                EPI(acc[a4 + 1], m, n + 4 * q + 1, ep), EPI(acc[a4 + 2], m, n + 4 * q + 2, ep),
+                                EPI(acc[a4 + 3], m, n + 4 * q + 3, ep))
             else:
                 for q in range(TN):
                     if n + q < N:
                         if add:
                             red_add_f32(pC, m * ldc + n + q, acc[a0 + q])
                         else:
-                            pC[m * ldc + n + q] = acc[a0 + q]
+                            pC[m * ldc + n + q] = EPI(acc[a0 + q], m, n + q, ep)
 
 
 # The thread's accumulators to C, row by row, skipping rows/columns past M/N (STG.128 when aligned
@@ -300,7 +310,7 @@ def _store_tiles(psA, psB, ra, rb, buf, tid, A_T, B_T, A_MS, A_KS, BM, BN, BK, t
 
 
 @kernel_factory
-def tiled_kernel(cfg: SimtConfig, ta: bool, tb: bool, va: bool, vb: bool, vc: bool):
+def tiled_kernel(cfg: SimtConfig, ta: bool, tb: bool, va: bool, vb: bool, vc: bool, epi=PLAIN):
     """The kernel of rungs 3-7 for one configuration, layout (ta, tb) and alignment (va, vb, vc).
 
     ``va``/``vb``/``vc``: the operand's rows start on 16-byte boundaries, so 16-byte accesses
@@ -316,6 +326,9 @@ def tiled_kernel(cfg: SimtConfig, ta: bool, tb: bool, va: bool, vb: bool, vc: bo
     NACC, NM, NN = cfg.outputs_per_thread, WMITER * TM, WNITER * TN
     SA, SB = STAGES * A_T, STAGES * B_T     # array sizes must be plain constants for Numba
     VSTORE, SPLIT = cfg.vector_stores, cfg.split_tail     # (SPLIT: no atomic epilogue compiled without it)
+    if SPLIT and not epi.plain:
+        raise ValueError("a split tile sums partial products atomically: an epilogue needs split_tail=False")
+    EPI = make_epilogue(epi)
     # the unchecked loads step whole lines of chunks per pass of the block's threads
     FAST = NT % ((BM if ta else BK) // W) == 0 and NT % ((BK if tb else BN) // W) == 0
 
@@ -353,7 +366,7 @@ def tiled_kernel(cfg: SimtConfig, ta: bool, tb: bool, va: bool, vb: bool, vc: bo
                 store_tiles(psA, psB, ra, rb, 1 - cur, tid)
             cuda.syncthreads()
 
-    def tiled(A, B, C, M, N, K, lda, ldb, ldc, GN, WHOLE, PARTS, PER):
+    def tiled(A, B, C, M, N, K, lda, ldb, ldc, GN, WHOLE, PARTS, PER, ep):
         """(GN, WHOLE, PARTS, PER: the tail split's tiling, ``tiled_plan``.)"""
         pA, pB, pC = f32_ptr(A), f32_ptr(B), f32_ptr(C)
         sA = cuda.shared.array(SA, float32)
@@ -396,9 +409,10 @@ def tiled_kernel(cfg: SimtConfig, ta: bool, tb: bool, va: bool, vb: bool, vc: bo
                    m0, n0, M, N, K, a0, b0, kb, tid)
 
         _store_c(NM, pC, ldc, M, N, acc, bm0 + m0, bn0 + n0, WMITER, WSUBM, TM, WNITER, WSUBN, TN,
-                 vc and VSTORE, split)
+                 vc and VSTORE, split, EPI, ep)
 
-    return kernel(tiled, (_I64,) * 13, launch_bounds=(NT, cfg.min_blocks), max_shared=True)
+    return kernel(tiled, (_I64,) * 13, launch_bounds=(NT, cfg.min_blocks), max_shared=True,
+                  values=len(epi.slots()))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -422,10 +436,11 @@ def launch_grid(rung: int, cfg, m: int, n: int):
 
 
 def _untiled_plan(rung, factory):
-    def plan(a, b, c, dev):
+    def plan(a, b, c, dev, epi=PLAIN):
         grid, block = launch_grid(rung, None, c.rows, c.cols)
         m, n, k, lda, ldb, ldc = c.rows, c.cols, a.cols, a.ld, b.ld, c.ld
-        return [Step(factory(a.trans, b.trans), grid, block, lambda pa, pb, pc: (pa, pb, pc, m, n, k, lda, ldb, ldc))]
+        return [Step(factory(a.trans, b.trans, epi), grid, block,
+                     lambda pa, pb, pc, *ep: (pa, pb, pc, m, n, k, lda, ldb, ldc, *ep))]
     return plan
 
 
@@ -451,14 +466,16 @@ def tiled_plan(cfg: SimtConfig, m: int, n: int, k: int, slots: int = 0):
 
 
 def _tiled_plan(rung, cfg):
-    def plan(a, b, c, dev, slots=None):
+    def plan(a, b, c, dev, epi=PLAIN, slots=None):
         """slots: blocks resident at once, for the tail split (default: this GPU's SMs times the
-        blocks per SM of the compiled kernel; none under the simulator)."""
-        k = tiled_kernel(cfg, a.trans, b.trans, a.aligned16, b.aligned16, c.aligned16)
+        blocks per SM of the compiled kernel; none under the simulator). With an epilogue the
+        tail is not split (the epilogue applies once, to whole sums)."""
+        conf = cfg if epi.plain else cfg.replace(split_tail=False)
+        k = tiled_kernel(conf, a.trans, b.trans, a.aligned16, b.aligned16, c.aligned16, epi)
         m, n, kk, lda, ldb, ldc = c.rows, c.cols, a.cols, a.ld, b.ld, c.ld
-        if not cfg.split_tail:
-            grid, block = launch_grid(rung, cfg, m, n)
-            return [Step(k, grid, block, lambda pa, pb, pc: (pa, pb, pc, m, n, kk, lda, ldb, ldc, 0, 0, 1, 0))]
+        if not conf.split_tail:
+            grid, block = launch_grid(rung, conf, m, n)
+            return [Step(k, grid, block, lambda pa, pb, pc, *ep: (pa, pb, pc, m, n, kk, lda, ldb, ldc, 0, 0, 1, 0, *ep))]
         steps = []
         if slots is None and not SIMULATOR:
             from . import driver
@@ -470,8 +487,9 @@ def _tiled_plan(rung, cfg):
             row0 = whole // gn * cfg.bm
             n_zero = (m - row0) * n
             steps.append(Step(_zero_kernel(), cdiv(n_zero, 256), 256,
-                              lambda pa, pb, pc: (pc, row0, m - row0, n, ldc)))
-        steps.append(Step(k, grid, cfg.threads, lambda pa, pb, pc: (pa, pb, pc, m, n, kk, lda, ldb, ldc, *tiling)))
+                              lambda pa, pb, pc, *ep: (pc, row0, m - row0, n, ldc)))
+        steps.append(Step(k, grid, cfg.threads,
+                          lambda pa, pb, pc, *ep: (pa, pb, pc, m, n, kk, lda, ldb, ldc, *tiling, *ep)))
         return steps
     plan.config = cfg
     return plan

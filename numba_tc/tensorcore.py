@@ -26,20 +26,20 @@ from numba import cuda, float32, int32, uint32
 
 from . import layout
 from .config import MmaConfig, Variant
+from .epilogue import PLAIN
+from .epilogue import make as make_epilogue
+from .fragments import OUT_CONVERT, store_fragment, store_fragments
 from .intrinsics import ptr
 from .jit import device, kernel, kernel_factory, unrolled
-from .layout import a_fragment, b_fragment, c_fragment, chunk_offset
+from .layout import a_fragment, b_fragment, chunk_offset
 from .plan import Step
 from .primitives import (copy16, cp_async16, cp_async_commit, cp_async_wait, ldg_u16, ldg_u32,
                          lds_u32, ldsm_x4, ldsm_x4_t, round_tf32, mma_bf16_m16n8k16, mma_f16_m16n8k16,
-                         mma_tf32_m16n8k8, smem_addr, stg_out1, stg_out2, sts_u16, sts_u32)
+                         mma_tf32_m16n8k8, smem_addr, sts_u16, sts_u32)
 from .schedule import cdiv, tile_origin
 
-__all__ = ["RUNGS", "naive_kernel", "tiled_kernel", "compute_dtype", "OUT_CONVERT", "store_fragment",
-           "store_fragments"]
+__all__ = ["RUNGS", "naive_kernel", "tiled_kernel", "compute_dtype"]
 
-# Output element conversion in the epilogue (ptx/mma.cu: to_bits)
-OUT_CONVERT = {"float32": 0, "float16": 1, "bfloat16": 2}
 _MMA = {"float16": mma_f16_m16n8k16, "bfloat16": mma_bf16_m16n8k16, "tf32": mma_tf32_m16n8k8}
 
 
@@ -57,40 +57,21 @@ def _elem(r, c, ld, trans):
     return c * ld + r if trans else r * ld + c
 
 
-@device
-def store_fragment(C, ldc, M, N, acc, off, m0, n0, lane, OUT_ITEM, OUT_K, vc):
-    """Write one m16n8 accumulator fragment (acc[off..off+3]) at C[m0:, n0:], inside M x N only.
-
-    Adjacent column pairs go out as one 8-byte (fp32) or 4-byte (16-bit) store when aligned."""
-    for h in range(2):
-        r, c = c_fragment(lane, 2 * h)
-        m = m0 + r
-        n = n0 + c
-        if m < M:
-            addr = C + (m * ldc + n) * OUT_ITEM
-            if vc and n + 1 < N:
-                stg_out2(addr, acc[off + 2 * h], acc[off + 2 * h + 1], OUT_K)
-            else:
-                if n < N:
-                    stg_out1(addr, acc[off + 2 * h], OUT_K)
-                if n + 1 < N:
-                    stg_out1(addr + OUT_ITEM, acc[off + 2 * h + 1], OUT_K)
-
-
 # ---------------------------------------------------------------------------------------------
 # Rung 1: naive. One warp per 16x16 tile of C (two m16n8 fragments); each lane loads its own
 # fragment elements straight from global memory, following the fragment map.
 # ---------------------------------------------------------------------------------------------
 @kernel_factory
-def naive_kernel(dtype: str, out_dtype: str, ta: bool, tb: bool):
+def naive_kernel(dtype: str, out_dtype: str, ta: bool, tb: bool, epi=PLAIN):
     ITEM = layout.ITEMSIZE[dtype]
     E = layout.elems_per_reg(ITEM)
     KSTEP = 8 * E
     MMA = _MMA[dtype]
     LDG = ldg_u32 if ITEM == 4 else ldg_u16
     OUT_K, OUT_ITEM = OUT_CONVERT[out_dtype], layout.ITEMSIZE[out_dtype]
+    EPI = make_epilogue(epi)
 
-    def mma_naive(A, B, C, M, N, K, lda, ldb, ldc):
+    def mma_naive(A, B, C, M, N, K, lda, ldb, ldc, ep):
         fa = cuda.local.array(4, uint32)
         fb = cuda.local.array(4, uint32)
         acc = cuda.local.array(8, float32)
@@ -123,9 +104,9 @@ def naive_kernel(dtype: str, out_dtype: str, ta: bool, tb: bool):
             MMA(pacc, 0, pa, 0, pb, 0)
             MMA(pacc, 4, pa, 0, pb, 2)
         for f in range(2):
-            store_fragment(C, ldc, M, N, acc, 4 * f, m0, n0 + 8 * f, lane, OUT_ITEM, OUT_K, False)
+            store_fragment(C, ldc, M, N, acc, 4 * f, m0, n0 + 8 * f, lane, OUT_ITEM, OUT_K, False, EPI, ep)
 
-    return kernel(mma_naive, ("i64",) * 9, launch_bounds=(128, 1))
+    return kernel(mma_naive, ("i64",) * 9, launch_bounds=(128, 1), values=len(epi.slots()))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -286,19 +267,6 @@ _ksteps_ahead = unrolled(_kstep_ahead, 8)
 
 
 @device
-def _store_one(t, C, ldc, M, N, acc, m0, n0, lane, NI, MSTEP, OUT_ITEM, OUT_K, vc):
-    """Accumulator fragment t (row block t // NI, MSTEP rows apart; n8 column block t % NI)."""
-    i = t // NI
-    j = t - i * NI
-    store_fragment(C, ldc, M, N, acc, 4 * t, m0 + MSTEP * i, n0 + 8 * j, lane, OUT_ITEM, OUT_K, vc)
-
-
-# A warp's accumulators to C, fragment by fragment: m16 blocks (MSTEP 16) for mma.sync, m64
-# blocks of the wgmma accumulator (MSTEP 64) for the Hopper ladder.
-store_fragments = unrolled(_store_one, 64)
-
-
-@device
 def _copy_state(A, B, M, N, K, lda, ldb, bm0, bn0, tid, A_KM, A_CPR, B_KM, B_CPR, EPC, ITEM, SWZ, A_RSTEP, B_RSTEP):
     """What of this thread's share of copying the block's A and B tiles does not change from one
     K slice to the next (``_tile_thread``): (ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb, lda,
@@ -436,7 +404,7 @@ def _mainloop_staged(s0, ntiles, K, inner, pacc, pa, pb, offa, offb, wm0, wn0, l
 
 @kernel_factory
 def tiled_kernel(cfg: MmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool,
-                 va: bool, vb: bool, vc: bool):
+                 va: bool, vb: bool, vc: bool, epi=PLAIN):
     """The kernel of rungs 2-5 for one configuration, precision, layout and alignment: the
     scheduler (``tile_origin``), the load (``_copy_slice``), the mainloop (one per rung family:
     ``_mainloop_staged``, ``_mainloop_pipelined``, ``_mainloop_prefetch``) and the epilogue
@@ -448,6 +416,7 @@ def tiled_kernel(cfg: MmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool,
     EPC = layout.elems_per_chunk(ITEM)
     MMA = _MMA[dtype]
     OUT_K, OUT_ITEM = OUT_CONVERT[out_dtype], layout.ITEMSIZE[out_dtype]
+    EPI = make_epilogue(epi)
     BM, BN, WM, WN, NT = cfg.bm, cfg.bn, cfg.wm, cfg.wn, cfg.threads
     BK = cfg.bk * 2 // ITEM                      # K elements per slice: 128 bytes per row
     MI, NI, KSTEPS = cfg.mma_tiles()
@@ -467,7 +436,7 @@ def tiled_kernel(cfg: MmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool,
     QA = KSTEPS if A_KM else MI                  # per-lane ldmatrix offsets (see _frag_base)
     QB = KSTEPS if B_KM else NI // 2
 
-    def mma_tiled(A, B, C, M, N, K, lda, ldb, ldc):
+    def mma_tiled(A, B, C, M, N, K, lda, ldb, ldc, ep):
         smem = cuda.shared.array(0, uint32)       # dynamic: S stages of (A tile, B tile)
         s0 = smem_addr(ptr(smem))
         fa = cuda.local.array(NFA, uint32)
@@ -512,22 +481,24 @@ def tiled_kernel(cfg: MmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool,
                              ITEM, EPC, va, vb, NT, MMA)
         if ASYNC:
             cp_async_wait(0)                      # (only empty groups remain: nothing in flight)
-        store_fragments(MI * NI, C, ldc, M, N, acc, bm0 + wm0, bn0 + wn0, lane, NI, 16, OUT_ITEM, OUT_K, vc)
+        store_fragments(MI * NI, C, ldc, M, N, acc, bm0 + wm0, bn0 + wn0, lane, NI, 16, OUT_ITEM, OUT_K, vc,
+                        EPI, ep)
 
-    return kernel(mma_tiled, ("i64",) * 9, launch_bounds=(NT, cfg.min_blocks))
+    return kernel(mma_tiled, ("i64",) * 9, launch_bounds=(NT, cfg.min_blocks), values=len(epi.slots()))
 
 
 # ---------------------------------------------------------------------------------------------
 # Host side: launches and the rung table
 # ---------------------------------------------------------------------------------------------
 def _args(a, b, c):
-    """The kernels' parameter values but the three addresses: M, N, K; lda, ldb, ldc."""
+    """The kernels' parameter values from the run-time values (the three addresses, then the
+    epilogue's): A, B, C, M, N, K, lda, ldb, ldc, then the epilogue's."""
     m, n, k, lda, ldb, ldc = c.rows, c.cols, a.cols, a.ld, b.ld, c.ld
-    return lambda pa, pb, pc: (pa, pb, pc, m, n, k, lda, ldb, ldc)
+    return lambda pa, pb, pc, *ep: (pa, pb, pc, m, n, k, lda, ldb, ldc, *ep)
 
 
-def _plan_naive(a, b, c, dev):
-    k = naive_kernel(compute_dtype(a.dtype), c.dtype, a.trans, b.trans)
+def _plan_naive(a, b, c, dev, epi=PLAIN):
+    k = naive_kernel(compute_dtype(a.dtype), c.dtype, a.trans, b.trans, epi)
     return [Step(k, (cdiv(c.cols, 32), cdiv(c.rows, 32)), 128, _args(a, b, c))]
 
 
@@ -536,9 +507,9 @@ def grid_size(cfg: MmaConfig, m: int, n: int) -> int:
 
 
 def _plan_tiled(cfg: MmaConfig):
-    def plan(a, b, c, dev):
+    def plan(a, b, c, dev, epi=PLAIN):
         k = tiled_kernel(cfg, compute_dtype(a.dtype), c.dtype, a.trans, b.trans,
-                         a.aligned16, b.aligned16, c.pairs_aligned)
+                         a.aligned16, b.aligned16, c.pairs_aligned, epi)
         return [Step(k, grid_size(cfg, c.rows, c.cols), cfg.threads, _args(a, b, c), smem=cfg.smem_bytes)]
     plan.config = cfg
     return plan

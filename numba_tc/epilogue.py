@@ -1,0 +1,275 @@
+"""The epilogue: what happens to each accumulator between the mainloop and C, as one part with a
+contract that every ladder's store calls.
+
+``gemm(a, b, c=, alpha=, beta=, bias=, activation=, epilogue=, epilogue_args=)`` computes, per
+element, ``f(act(alpha * acc + beta * c + bias), row, col, *epilogue_args)`` before the result is
+rounded to the output type. The host describes it once as an ``Epilogue`` (compile-time: which
+terms are present, dtypes, layouts, the user's function by its code); ``make(spec)`` returns the
+device function ``apply(v, row, col, ep)`` whose only arguments are run-time values: the fp32
+value, its row and column in the kernel's C, and ``ep``, a tuple of int64 kernel parameters
+(addresses, leading dimensions, float bits, the user's scalars and array shapes). With nothing
+to do, ``apply`` returns ``v`` and compiles away.
+
+Kernels compute C^T = B^T A^T for a column-major C (``api``): the host then hands the epilogue
+C's transposed view and the bias on the other axis, and ``swap`` gives the user's function its
+own (row, col).
+
+A user's function is part of the kernel's identity by its code (``code_digest``: bytecode,
+constants, closure values, the globals and functions it calls), not by the object, so a new
+process finds the cubin in the disk cache and an edited function is compiled again.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import struct
+import types as pytypes
+import weakref
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Optional, Tuple
+
+from numba import float32, float64, int64, types
+
+from .intrinsics import SIMULATOR, device_array, f32_bits, f32_ptr, f64_bits
+from .jit import device
+
+__all__ = ["Epilogue", "UserFunction", "PLAIN", "ACTIVATIONS", "make", "code_digest", "float_bits",
+           "USER_ARRAY_DTYPES"]
+
+# activation name -> what it computes (fp32), as the reference in tests and docs spells it
+ACTIVATIONS = {
+    "relu": "max(x, 0)",
+    "gelu": "x/2 (1 + erf(x/sqrt 2))  (torch's gelu)",
+    "gelu_tanh": "x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  (gelu approximate='tanh')",
+    "silu": "x / (1 + exp(-x))",
+}
+# dtypes an epilogue array argument may have (Numba types the user's function sees)
+USER_ARRAY_DTYPES = {"float32": types.float32, "float64": types.float64, "float16": types.float16,
+                     "int32": types.int32, "int64": types.int64, "uint8": types.uint8, "bool": types.boolean}
+_LOAD_KIND = {"float32": 0, "float16": 1, "bfloat16": 2}
+
+
+_DIGESTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def code_digest(fn, _seen=None) -> str:
+    """A digest of what ``fn`` computes: its bytecode, constants (nested code included), names,
+    closure values and the globals it reads (functions recursively, by their own digest).
+    Remembered per function object: like Numba, which freezes a function's globals when it
+    compiles it, a function is what it was when first used."""
+    if _seen is None:
+        try:
+            return _DIGESTS[fn]
+        except (KeyError, TypeError):
+            pass
+        d = code_digest(fn, set())
+        try:
+            _DIGESTS[fn] = d
+        except TypeError:
+            pass
+        return d
+    seen = _seen
+    py = getattr(fn, "py_func", fn)
+    if id(py) in seen:
+        return "recursive"
+    seen.add(id(py))
+    h = hashlib.sha256()
+
+    def value(v):
+        if isinstance(v, pytypes.CodeType):
+            code(v)
+        elif isinstance(v, (pytypes.FunctionType, pytypes.BuiltinFunctionType)) or hasattr(v, "py_func"):
+            h.update(code_digest(v, seen).encode())
+        elif isinstance(v, pytypes.ModuleType):
+            h.update(v.__name__.encode())
+        else:
+            h.update(repr(v).encode())
+        h.update(b"\0")
+
+    def code(c):
+        h.update(c.co_code)
+        h.update(repr(c.co_names).encode() + repr(c.co_varnames).encode())
+        for v in c.co_consts:
+            value(v)
+
+    if not isinstance(py, pytypes.FunctionType):
+        return f"{type(py).__module__}.{getattr(py, '__qualname__', repr(py))}"
+    code(py.__code__)
+    for cell in py.__closure__ or ():
+        value(cell.cell_contents)
+    g = py.__globals__
+    for name in py.__code__.co_names:
+        if name in g:
+            value(g[name])
+    return h.hexdigest()[:20]
+
+
+@dataclass(frozen=True)
+class UserFunction:
+    """A user's ``numba.cuda.jit(device=True)`` epilogue function and its arguments' kinds:
+    ("f64",), ("i64",) or ("array", dtype name, ndim). Equal and keyed by code, not identity."""
+    name: str
+    digest: str
+    args: Tuple[tuple, ...]
+    fn: Any = field(repr=False, compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """What an epilogue does, as compile-time facts (its repr is part of the kernel's key).
+
+    alpha: multiply by a run-time alpha; c: (dtype, column-major) of the C input added with a
+    run-time beta, or None; bias: (dtype, "row" | "col") in the kernel's coordinates (a "col"
+    bias has one value per column), or None; activation: a key of ``ACTIVATIONS`` or None;
+    user: the user's function; swap: the kernel computes C^T (the user's function gets (col,
+    row) swapped back)."""
+    alpha: bool = False
+    c: Optional[Tuple[str, bool]] = None
+    bias: Optional[Tuple[str, str]] = None
+    activation: Optional[str] = None
+    user: Optional[UserFunction] = None
+    swap: bool = False
+
+    @property
+    def plain(self) -> bool:
+        return self == PLAIN
+
+    def slots(self) -> Tuple[str, ...]:
+        """The names of the run-time values in ``ep``, in order (at least one: a tuple is never
+        empty)."""
+        if self.plain:
+            return ("unused",)
+        out = ["M", "N"]
+        if self.alpha:
+            out.append("alpha")
+        if self.c is not None:
+            out += ["c", "ldc", "beta"]
+        if self.bias is not None:
+            out.append("bias")
+        for i, kind in enumerate(self.user.args if self.user else ()):
+            out.append(f"u{i}")
+            if kind[0] == "array":
+                out += [f"u{i}_shape{d}" for d in range(kind[2])] + [f"u{i}_stride{d}" for d in range(kind[2])]
+        return tuple(out)
+
+    def flipped(self) -> "Epilogue":
+        """The same epilogue for the kernel that computes C^T."""
+        c = None if self.c is None else (self.c[0], not self.c[1])
+        bias = None if self.bias is None else (self.bias[0], "row" if self.bias[1] == "col" else "col")
+        return Epilogue(self.alpha, c, bias, self.activation, self.user, not self.swap)
+
+
+PLAIN = Epilogue()
+
+
+def float_bits(x: float, kind: str = "f32") -> int:
+    """A float as the int64 kernel parameter ``f32_bits``/``f64_bits`` read back."""
+    if kind == "f32":
+        return struct.unpack("<i", struct.pack("<f", x))[0]
+    return struct.unpack("<q", struct.pack("<d", x))[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Device side
+# ---------------------------------------------------------------------------------------------
+@device
+def _relu(x):
+    return max(x, float32(0))
+
+
+@device
+def _gelu(x):
+    return float32(0.5) * x * (float32(1) + math.erf(x * float32(0.7071067811865476)))
+
+
+@device
+def _gelu_tanh(x):
+    return float32(0.5) * x * (float32(1) + math.tanh(float32(0.7978845608028654) *
+                                                       (x + float32(0.044715) * x * x * x)))
+
+
+@device
+def _silu(x):
+    return x / (float32(1) + math.exp(-x))
+
+
+_ACT = {"relu": _relu, "gelu": _gelu, "gelu_tanh": _gelu_tanh, "silu": _silu}
+
+
+if SIMULATOR:
+    @device
+    def _load32(p, i):
+        return p[i]
+    _load16 = None
+else:
+    from .primitives import ldg_in16
+
+    @device
+    def _load32(p, i):
+        return f32_ptr(p)[i]
+
+    @device
+    def _load16(p, i, KIND):
+        return ldg_in16(p + 2 * i, KIND)
+
+
+def _load_expr(slot: str, index: str, dtype: str) -> str:
+    kind = _LOAD_KIND[dtype]
+    return f"_load32({slot}, {index})" if kind == 0 else f"_load16({slot}, {index}, {kind})"
+
+
+@lru_cache(maxsize=None)
+def make(spec: Epilogue):
+    """The device function ``apply(v, row, col, ep) -> float32`` of ``spec`` (see the module's
+    docstring). Written out as source, so that only the terms present are compiled."""
+    at = {name: f"ep[{i}]" for i, name in enumerate(spec.slots())}
+    lines = ["def apply(v, row, col, ep):"]
+    if spec.plain:
+        lines.append("    return v")
+    else:
+        lines += [f"    if row >= {at['M']} or col >= {at['N']}:",     # (edges of a stored box)
+                  "        return v",
+                  "    x = v"]
+        if spec.alpha:
+            lines.append(f"    x = x * f32_bits({at['alpha']})")
+        if spec.c is not None:
+            idx = "col * {0} + row" if spec.c[1] else "row * {0} + col"
+            lines.append(f"    x = x + f32_bits({at['beta']}) * "
+                         f"{_load_expr(at['c'], idx.format(at['ldc']), spec.c[0])}")
+        if spec.bias is not None:
+            lines.append(f"    x = x + {_load_expr(at['bias'], spec.bias[1], spec.bias[0])}")
+        if spec.activation is not None:
+            lines.append(f"    x = ACT(x)")
+        if spec.user is not None:
+            args = []
+            for i, kind in enumerate(spec.user.args):
+                if kind[0] == "array":
+                    nd = kind[2]
+                    shape = ", ".join(at[f"u{i}_shape{d}"] for d in range(nd))
+                    strides = ", ".join(at[f"u{i}_stride{d}"] for d in range(nd))
+                    args.append(f"device_array({at[f'u{i}']}, ({shape},), ({strides},), U{i})")
+                elif kind[0] == "f64":
+                    args.append(f"f64_bits({at[f'u{i}']})")
+                else:
+                    args.append(at[f"u{i}"])
+            r, c = ("col", "row") if spec.swap else ("row", "col")
+            lines.append(f"    x = USER(x, {r}, {c}{''.join(', ' + a for a in args)})")
+        lines.append("    return float32(x)")
+    ns = {"float32": float32, "float64": float64, "int64": int64, "f32_bits": f32_bits, "f64_bits": f64_bits,
+          "device_array": device_array, "_load32": _load32, "_load16": _load16,
+          "ACT": _ACT.get(spec.activation), "USER": spec.user.fn if spec.user else None}
+    for i, kind in enumerate(spec.user.args if spec.user else ()):
+        if kind[0] == "array":
+            ns[f"U{i}"] = USER_ARRAY_DTYPES[kind[1]]
+    src = "\n".join(lines) + "\n"
+    exec(compile(src, f"<epilogue {spec!r}>", "exec"), ns)
+    return device(ns["apply"])
+
+
+def is_device_function(fn) -> bool:
+    """Whether ``fn`` is a ``numba.cuda.jit(device=True)`` function (or its simulator twin)."""
+    if SIMULATOR:
+        return getattr(fn, "_device", False) or type(fn).__name__ == "FakeCUDAKernel" and fn._device
+    opts = getattr(fn, "targetoptions", None)
+    return isinstance(opts, dict) and bool(opts.get("device"))

@@ -1,0 +1,198 @@
+"""A call's epilogue arguments (``gemm(..., c=, alpha=, beta=, bias=, activation=, epilogue=,
+epilogue_args=)``): checked with errors that name the argument, described as an
+``epilogue.Epilogue`` (what decides the kernel) plus a key (what decides the plan), and turned
+into the run-time values the kernel receives (``Epilogue.slots``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Tuple
+
+from . import arrays
+from .arrays import array_kind, as_matrix, describe
+from .epilogue import (ACTIVATIONS, PLAIN, USER_ARRAY_DTYPES, Epilogue, UserFunction, code_digest, float_bits,
+                       is_device_function)
+from .errors import EpilogueError
+from .intrinsics import SIMULATOR
+
+__all__ = ["bind", "Bound", "is_plain"]
+
+
+def is_plain(c, alpha, beta, bias, activation, epilogue) -> bool:
+    """Nothing to fuse: the plain product (the fast path of ``gemm``)."""
+    return (c is None and bias is None and activation is None and epilogue is None
+            and alpha == 1.0 and beta == 0.0)
+
+
+@dataclass
+class Bound:
+    """A call's epilogue: ``spec`` in the user's coordinates, ``key`` (what of it decides the
+    plan), and what ``values`` needs: the matrices (``arrays.Matrix``) of c and bias, alpha,
+    beta, the user's arguments (matrices of arrays, or scalars)."""
+    spec: Epilogue
+    key: tuple
+    m: int
+    n: int
+    c: Any = None
+    bias: Any = None
+    alpha: float = 1.0
+    beta: float = 0.0
+    user: Tuple[Any, ...] = ()
+
+    def values(self, spec: Epilogue) -> tuple:
+        """The run-time values of ``spec`` (this epilogue, flipped when the kernel computes C^T)
+        in the order of ``spec.slots()``: int64s, or arrays and numbers under the simulator."""
+        if spec.plain:
+            return (0,)
+        m, n = (self.n, self.m) if spec.swap else (self.m, self.n)
+        out = [m, n]
+        handle = _handle
+        if spec.alpha:
+            out.append(self.alpha if SIMULATOR else float_bits(self.alpha))
+        if spec.c is not None:
+            out += [handle(self.c), self.c.ld, self.beta if SIMULATOR else float_bits(self.beta)]
+        if spec.bias is not None:
+            out.append(handle(self.bias))
+        for kind, v in zip(spec.user.args if spec.user else (), self.user):
+            if kind[0] == "array":
+                ptr, shape, strides = v[:3]
+                out.append(ptr)
+                out += list(shape) + list(strides)
+            elif kind[0] == "f64":
+                out.append(v if SIMULATOR else float_bits(v, "f64"))
+            else:
+                out.append(int(v))
+        return tuple(out)
+
+
+def _handle(mat):
+    return mat.data if SIMULATOR else mat.ptr
+
+
+def bind(kind: str, m: int, n: int, dtype: str, out_dtype: str, device, c, alpha, beta, bias, activation,
+         epilogue, epilogue_args, stream=0) -> Bound:
+    """Check a call's epilogue arguments (``device``: the operands' device, None for NumPy) and
+    describe them. NumPy arrays are copied to the device on ``stream``."""
+    for name, x in (("alpha", alpha), ("beta", beta)):
+        if isinstance(x, bool) or not isinstance(x, (int, float)):
+            raise TypeError(f"{name} must be a Python number, got {type(x).__name__}")
+    allowed = tuple(dict.fromkeys((out_dtype, "float32")))
+    cm = bm = None
+    c_spec = bias_spec = None
+    key = [float(alpha) != 1.0, activation]
+    if c is not None and beta != 0.0:
+        cm = _matrix(c, "c", kind, device, allowed, stream)
+        if (cm.rows, cm.cols) != (m, n):
+            raise ValueError(f"c has shape {(cm.rows, cm.cols)}, expected {(m, n)} (the shape of a @ b)")
+        c_spec = (cm.dtype, cm.trans)
+        key.append(("c", cm.dtype, cm.trans, cm.ld))
+    elif c is None and beta != 0.0:
+        raise ValueError(f"beta={beta} scales c, but no c was given")
+    if bias is not None:
+        bm, axis = _bias(bias, kind, device, allowed, m, n, stream)
+        bias_spec = (bm.dtype, axis)
+        key.append(("bias", bm.dtype, axis))
+    if activation is not None and activation not in ACTIVATIONS:
+        raise ValueError(f"activation {activation!r} is not one of {', '.join(map(repr, ACTIVATIONS))}")
+    user, uvals = None, ()
+    if epilogue is not None:
+        user, uvals = _user(epilogue, epilogue_args, kind, device, stream)
+        key.append(user)
+    elif epilogue_args:
+        raise ValueError("epilogue_args were given without an epilogue function")
+    spec = Epilogue(float(alpha) != 1.0, c_spec, bias_spec, activation, user)
+    return Bound(spec, tuple(key), m, n, cm, bm, float(alpha), float(beta), uvals)
+
+
+def _on_device(x, name: str, kind: str, device):
+    xk = array_kind(x)
+    if xk != kind:
+        raise TypeError(f"{name} must be a {kind} array like a and b, got {xk}")
+    if device is not None and kind != "numpy" and not SIMULATOR:
+        from . import runtime
+        d = runtime.device_of(x, kind)
+        if d != device:
+            raise ValueError(f"{name} is on device {d} but a and b are on device {device}")
+
+
+def _matrix(x, name, kind, device, allowed, stream):
+    _on_device(x, name, kind, device)
+    d = describe(x, name)
+    if len(d[1]) != 2:
+        raise ValueError(f"{name} must be 2-D, got shape {tuple(d[1])}")
+    if d[3] not in allowed:
+        raise TypeError(f"{name} has dtype {d[3]}; it must be {' or '.join(allowed)} (the output's dtype or float32)")
+    return as_matrix(x, name, stream=stream, described=d)
+
+
+def _bias(x, kind, device, allowed, m, n, stream):
+    """(a Matrix of the bias as one row, "col" | "row"): length N is one value per column (also
+    when M == N, as nn.Linear's bias), length M one per row."""
+    _on_device(x, "bias", kind, device)
+    d = describe(x, "bias")
+    shape, strides = tuple(d[1]), tuple(d[2])
+    if len(shape) != 1:
+        raise ValueError(f"bias must be 1-D (length N = {n} per column, or M = {m} per row), got shape {shape}")
+    if shape[0] == n:
+        axis = "col"
+    elif shape[0] == m:
+        axis = "row"
+    else:
+        raise ValueError(f"bias has length {shape[0]}; it must be N = {n} (per column) or M = {m} (per row)")
+    if d[3] not in allowed:
+        raise TypeError(f"bias has dtype {d[3]}; it must be {' or '.join(allowed)} (the output's dtype or float32)")
+    if shape[0] > 1 and strides[0] != 1:
+        raise ValueError(f"bias must be contiguous, got stride {strides[0]}")
+    row = (kind, (1, shape[0]), (shape[0], 1), d[3], d[4])
+    if kind == "numpy":
+        return as_matrix(x.reshape(1, -1), "bias", stream=stream), axis
+    mat = as_matrix(x, "bias", described=row)
+    if SIMULATOR:
+        mat.data = x._ary if kind == "numba" else x
+    return mat, axis
+
+
+def _user(fn, args, kind, device, stream) -> Tuple[UserFunction, tuple]:
+    if not is_device_function(fn):
+        raise TypeError(f"epilogue must be a numba.cuda.jit(device=True) function f(acc, row, col, *epilogue_args), "
+                        f"got {type(fn).__name__}")
+    if not isinstance(args, (tuple, list)):
+        raise TypeError(f"epilogue_args must be a tuple, got {type(args).__name__}")
+    kinds, vals = [], []
+    for i, x in enumerate(args):
+        name = f"epilogue_args[{i}]"
+        if isinstance(x, bool) or isinstance(x, int):
+            kinds.append(("i64",))
+            vals.append(int(x))
+        elif isinstance(x, float):
+            kinds.append(("f64",))
+            vals.append(x)
+        else:
+            try:
+                xk = array_kind(x)
+            except TypeError:
+                raise TypeError(f"{name} is a {type(x).__name__}: epilogue arguments are arrays of the "
+                                "operands' kind, ints and floats") from None
+            _on_device(x, name, kind, device)
+            d = describe(x, name)
+            if d[3] not in USER_ARRAY_DTYPES:
+                raise TypeError(f"{name} has dtype {d[3]}; epilogue arrays may be "
+                                f"{', '.join(USER_ARRAY_DTYPES)}")
+            kinds.append(("array", d[3], len(d[1])))
+            vals.append(_user_array(x, xk, d, stream))
+    name = getattr(getattr(fn, "py_func", fn), "__qualname__", "epilogue")
+    return UserFunction(name, code_digest(fn), tuple(kinds), fn), tuple(vals)
+
+
+def _user_array(x, kind, d, stream):
+    """(address or, under the simulator, the array; shape; byte strides) of an epilogue array."""
+    item = arrays.np_dtype(d[3]).itemsize
+    if kind == "numpy":
+        from numba import cuda
+        dev = cuda.to_device(x, stream=stream)
+        if SIMULATOR:
+            return dev, tuple(x.shape), (0,) * x.ndim
+        return dev.device_ctypes_pointer.value, tuple(x.shape), tuple(dev.strides), dev
+    if SIMULATOR:
+        return (x._ary if kind == "numba" else x), tuple(d[1]), (0,) * len(d[1])
+    return d[4], tuple(d[1]), tuple(s * item for s in d[2])
