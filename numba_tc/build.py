@@ -34,7 +34,7 @@ BODY = "numba_tc_body"
 # The modules whose source decides kernel code (a change to any of them is a new cubin); the
 # ptx/*.cu files count too. tests/test_build.py checks that kernel modules import nothing else.
 KERNEL_MODULES = ("simt", "tensorcore", "hopper", "ceiling", "examples", "layout", "schedule", "config",
-                  "jit", "intrinsics", "primitives", "build", "errors")
+                  "epilogue", "fragments", "jit", "intrinsics", "primitives", "build", "errors")
 _LOCK = threading.Lock()
 
 

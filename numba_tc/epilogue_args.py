@@ -20,8 +20,9 @@ __all__ = ["bind", "Bound", "is_plain"]
 
 def is_plain(c, alpha, beta, bias, activation, epilogue) -> bool:
     """Nothing to fuse: the plain product (the fast path of ``gemm``)."""
-    return (c is None and bias is None and activation is None and epilogue is None
-            and alpha == 1.0 and beta == 0.0)
+    if c is not None or bias is not None or activation is not None or epilogue is not None:
+        return False
+    return isinstance(alpha, (int, float)) and isinstance(beta, (int, float)) and alpha == 1.0 and beta == 0.0
 
 
 @dataclass

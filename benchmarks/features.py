@@ -1,0 +1,116 @@
+"""Fused epilogues against what a torch user would otherwise call, checked, then timed interleaved
+on the same inputs (torch tensors through the public ``gemm``).
+
+    python benchmarks/features.py --json benchmarks/results/features_h100.json
+
+Records ``{"feature", "m", "n", "k", "batch", "dtype", "ours_tflops", "ref_tflops", "ratio", "ref",
+"rel_err", "commit", "command"}``; ``custom_epilogue`` also has ``"overhead"`` = (time with the
+epilogue / time of plain ``gemm``) - 1.
+  * bias_gelu: ``gemm(a, b, bias=, activation="gelu_tanh")`` against cuBLASLt's fused bias + GELU
+    (``torch._addmm_activation(bias, a, b, use_gelu=True)``, the tanh form).
+  * custom_epilogue: a scaled residual add, a user's device function reading a device array,
+    against the plain ``gemm`` of the same operands.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+
+import numpy as np
+import torch
+from numba import cuda
+
+import numba_tc
+from numba_tc import bench
+
+
+@cuda.jit(device=True)
+def scaled_residual(acc, row, col, res, scale):
+    return acc + scale * res[row, col]
+
+
+def _rel(x, ref) -> float:
+    return float(torch.linalg.norm(x.double() - ref) / torch.linalg.norm(ref))
+
+
+def _tflops(m, n, k, ms) -> float:
+    return 2.0 * m * n * k / ms / 1e9
+
+
+def bias_gelu(m, n, k, dtype):
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(m, k, device="cuda", dtype=dtype, generator=g)
+    b = torch.randn(k, n, device="cuda", dtype=dtype, generator=g) / k ** 0.5
+    bias = torch.randn(n, device="cuda", dtype=dtype, generator=g)
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
+    numba_tc.gemm(a, b, bias=bias, activation="gelu_tanh", out=out)
+    ref = torch.nn.functional.gelu(a.double() @ b.double() + bias.double(), approximate="tanh")
+    err, ref_err = _rel(out, ref), _rel(torch._addmm_activation(bias, a, b, use_gelu=True), ref)
+    ours, theirs = bench.time_interleaved([
+        lambda: numba_tc.gemm(a, b, bias=bias, activation="gelu_tanh", out=out),
+        lambda: torch._addmm_activation(bias, a, b, use_gelu=True)])
+    return dict(feature="bias_gelu", ours_ms=ours, ref_ms=theirs, rel_err=err, ref_rel_err=ref_err,
+                ref="torch._addmm_activation(bias, a, b, use_gelu=True) (cuBLASLt bias+GELU epilogue)")
+
+
+def custom_epilogue(m, n, k, dtype):
+    g = torch.Generator(device="cuda").manual_seed(1)
+    a = torch.randn(m, k, device="cuda", dtype=dtype, generator=g)
+    b = torch.randn(k, n, device="cuda", dtype=dtype, generator=g) / k ** 0.5
+    res = torch.randn(m, n, device="cuda", dtype=torch.float32, generator=g)
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
+    numba_tc.gemm(a, b, epilogue=scaled_residual, epilogue_args=(res, 0.5), out=out)
+    ref = a.double() @ b.double() + 0.5 * res.double()
+    err = _rel(out, ref)
+    plain = torch.empty_like(out)
+    ours, theirs = bench.time_interleaved([
+        lambda: numba_tc.gemm(a, b, epilogue=scaled_residual, epilogue_args=(res, 0.5), out=out),
+        lambda: numba_tc.gemm(a, b, out=plain)])
+    return dict(feature="custom_epilogue", ours_ms=ours, ref_ms=theirs, rel_err=err, overhead=ours / theirs - 1,
+                ref="numba_tc.gemm(a, b) (the plain product, same operands)")
+
+
+FEATURES = {"bias_gelu": bias_gelu, "custom_epilogue": custom_epilogue}
+DEFAULT = [("bias_gelu", 4096, 11008, 4096), ("bias_gelu", 4096, 4096, 4096), ("bias_gelu", 2048, 5120, 3000),
+           ("custom_epilogue", 4096, 4096, 4096), ("custom_epilogue", 8192, 8192, 8192),
+           ("custom_epilogue", 3000, 5000, 2000)]
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--json", help="merge the records into this file")
+    p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16"])
+    args = p.parse_args(argv)
+    dtype = getattr(torch, args.dtype)
+    records = []
+    for feature, m, n, k in DEFAULT:
+        r = FEATURES[feature](m, n, k, dtype)
+        tol = 1e-2
+        if not r["rel_err"] < tol:
+            raise SystemExit(f"{feature} {m}x{n}x{k}: relative error {r['rel_err']:.2e} over {tol}: not timed")
+        r.update(m=m, n=n, k=k, batch=1, dtype=args.dtype, ours_tflops=_tflops(m, n, k, r["ours_ms"]),
+                 ref_tflops=_tflops(m, n, k, r["ref_ms"]), ratio=r["ref_ms"] / r["ours_ms"],
+                 device=torch.cuda.get_device_name(), commit=bench.commit_id(),
+                 command="python " + " ".join(shlex.quote(x) for x in [os.path.relpath(__file__)] + sys.argv[1:]))
+        records.append(r)
+        extra = f"  overhead {r['overhead']:+.1%}" if "overhead" in r else ""
+        print(f"{feature:<16} {m}x{n}x{k} {args.dtype}: ours {r['ours_tflops']:.0f} TFLOP/s, ref "
+              f"{r['ref_tflops']:.0f}, ratio {r['ratio']:.3f}, rel_err {r['rel_err']:.1e}{extra}", flush=True)
+    if args.json:
+        old = []
+        if os.path.exists(args.json):
+            with open(args.json) as f:
+                old = json.load(f)
+        keys = {(r["feature"], r["m"], r["n"], r["k"], r["dtype"]) for r in records}
+        old = [r for r in old if (r["feature"], r["m"], r["n"], r["k"], r["dtype"]) not in keys]
+        with open(args.json, "w") as f:
+            json.dump(old + records, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""The epilogue's compile-time description, without a GPU: the run-time values it takes, its
+flip for a column-major C, and the key of a user's function, which follows its code (the same
+code in a fresh process, an edit, a changed closure value or a called function)."""
+import subprocess
+import sys
+
+import pytest
+
+from numba_tc.epilogue import PLAIN, Epilogue, UserFunction, code_digest, float_bits
+
+pytestmark = pytest.mark.cpu
+
+
+def test_slots_name_each_run_time_value():
+    assert PLAIN.slots() == ("unused",)
+    uf = UserFunction("f", "d", (("array", "float32", 2), ("f64",)), None)
+    e = Epilogue(alpha=True, c=("float32", False), bias=("bfloat16", "col"), activation="relu", user=uf)
+    assert e.slots() == ("M", "N", "alpha", "c", "ldc", "beta", "bias", "u0", "u0_shape0", "u0_shape1",
+                         "u0_stride0", "u0_stride1", "u1")
+
+
+def test_flip_for_a_column_major_c():
+    e = Epilogue(c=("float16", False), bias=("float16", "row"))
+    f = e.flipped()
+    assert f.c == ("float16", True) and f.bias == ("float16", "col") and f.swap
+    assert f.flipped() == e
+
+
+def test_float_bits_round_trip():
+    import struct
+    assert struct.unpack("<f", struct.pack("<i", float_bits(0.75)))[0] == 0.75
+    assert struct.unpack("<d", struct.pack("<q", float_bits(-1.5e300, "f64")))[0] == -1.5e300
+
+
+_SRC = """
+import math
+SCALE = {scale}
+def helper(x):
+    return x * {h}
+def f(acc, row, col, res):
+    return helper(acc) + SCALE * res[row, col] + math.sqrt(2.0)
+"""
+
+
+def _digest_in_fresh_process(scale=2.0, h=3):
+    code = ("import sys; ns = {}; exec(compile(sys.argv[1], 'user.py', 'exec'), ns); "
+            "from numba_tc.epilogue import code_digest; print(code_digest(ns['f']))")
+    p = subprocess.run([sys.executable, "-c", code, _SRC.format(scale=scale, h=h)], capture_output=True,
+                       text=True, check=True)
+    return p.stdout.strip()
+
+
+def test_user_function_key_follows_its_code():
+    base = _digest_in_fresh_process()
+    assert base == _digest_in_fresh_process()               # a new process: the same key
+    assert base != _digest_in_fresh_process(scale=2.5)      # a global it reads changed
+    assert base != _digest_in_fresh_process(h=4)            # a function it calls changed
+
+
+def test_closure_values_count():
+    def make(k):
+        def f(acc, row, col):
+            return acc * k
+        return f
+    assert code_digest(make(2)) == code_digest(make(2)) != code_digest(make(3))

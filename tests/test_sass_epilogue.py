@@ -1,0 +1,46 @@
+"""An epilogue compiles into each tensor-core ladder's top rung with no local memory and the same
+main loop (offline sm_90a SASS, no GPU): bias + GELU, everything at once, a user's function
+reading a device array."""
+import pytest
+from numba import cuda
+
+from numba_tc import hopper, tensorcore
+from numba_tc.epilogue import PLAIN, Epilogue, UserFunction, code_digest
+from numba_tc.sass import compile_cubin
+
+from conftest import SIM
+
+pytestmark = [pytest.mark.skipif(SIM, reason="the simulator has no compiler"), pytest.mark.sass]
+
+
+@cuda.jit(device=True)
+def _resid(acc, row, col, res, scale):
+    return acc + scale * res[row, col]
+
+
+_USER = UserFunction("resid", code_digest(_resid), (("array", "float32", 2), ("f64",)), _resid)
+SPECS = {"plain": PLAIN, "bias_gelu": Epilogue(bias=("bfloat16", "col"), activation="gelu_tanh"),
+         "all": Epilogue(alpha=True, c=("float32", True), bias=("float32", "row"), activation="silu", user=_USER,
+                         swap=True)}
+
+
+@pytest.fixture(scope="module")
+def hopper_cubins():
+    return {name: compile_cubin(hopper.wgmma_kernel(hopper.RUNG7, "bfloat16", "bfloat16", False, True, True, True,
+                                                    spec)) for name, spec in SPECS.items()}
+
+
+@pytest.mark.parametrize("name", ["bias_gelu", "all"])
+def test_hopper_epilogue_sass(hopper_cubins, name):
+    c, plain = hopper_cubins[name], hopper_cubins["plain"]
+    assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
+    assert c.count("HGMMA") == plain.count("HGMMA") and c.count("UTMASTG") == plain.count("UTMASTG")
+    assert c.count("MUFU") > plain.count("MUFU")         # the activation is there (tanh / exp)
+
+
+def test_mma_tuned_user_epilogue_sass():
+    k = tensorcore.tiled_kernel(tensorcore.RUNG5, "bfloat16", "float32", False, False, True, True, True, SPECS["all"])
+    c = compile_cubin(k)
+    assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
+    assert c.count("HMMA") == compile_cubin(tensorcore.tiled_kernel(
+        tensorcore.RUNG5, "bfloat16", "float32", False, False, True, True, True)).count("HMMA")
