@@ -77,7 +77,8 @@ def bind(kind: str, m: int, n: int, dtype: str, out_dtype: str, device, c, alpha
     for name, x in (("alpha", alpha), ("beta", beta)):
         if isinstance(x, bool) or not isinstance(x, (int, float)):
             raise TypeError(f"{name} must be a Python number, got {type(x).__name__}")
-    allowed = tuple(dict.fromkeys((out_dtype, "float32")))
+    # (the SIMT ladder reads fp32 only: there all three are fp32)
+    allowed = tuple(dict.fromkeys((dtype, out_dtype, "float32")))
     cm = bm = None
     c_spec = bias_spec = None
     key = [float(alpha) != 1.0, activation]
@@ -112,6 +113,8 @@ def _on_device(x, name: str, kind: str, device):
     if device is not None and kind != "numpy" and not SIMULATOR:
         from . import runtime
         d = runtime.device_of(x, kind)
+        if d < 0:
+            raise TypeError(f"{name} is not on a CUDA device: move it to device {device}, with a and b")
         if d != device:
             raise ValueError(f"{name} is on device {d} but a and b are on device {device}")
 
@@ -122,7 +125,7 @@ def _matrix(x, name, kind, device, allowed, stream):
     if len(d[1]) != 2:
         raise ValueError(f"{name} must be 2-D, got shape {tuple(d[1])}")
     if d[3] not in allowed:
-        raise TypeError(f"{name} has dtype {d[3]}; it must be {' or '.join(allowed)} (the output's dtype or float32)")
+        raise TypeError(f"{name} has dtype {d[3]}; it must be {' or '.join(allowed)} (the inputs' or output's dtype, or float32)")
     return as_matrix(x, name, stream=stream, described=d)
 
 
@@ -141,7 +144,7 @@ def _bias(x, kind, device, allowed, m, n, stream):
     else:
         raise ValueError(f"bias has length {shape[0]}; it must be N = {n} (per column) or M = {m} (per row)")
     if d[3] not in allowed:
-        raise TypeError(f"bias has dtype {d[3]}; it must be {' or '.join(allowed)} (the output's dtype or float32)")
+        raise TypeError(f"bias has dtype {d[3]}; it must be {' or '.join(allowed)} (the inputs' or output's dtype, or float32)")
     if shape[0] > 1 and strides[0] != 1:
         raise ValueError(f"bias must be contiguous, got stride {strides[0]}")
     row = (kind, (1, shape[0]), (shape[0], 1), d[3], d[4])

@@ -1,5 +1,5 @@
-"""Device code both tensor-core ladders share: accumulator fragments out to C, through the
-epilogue (``epilogue.make``). ``tensorcore`` (mma.sync) and ``hopper`` (wgmma, whose m64
+"""Device code both tensor-core ladders share: the epilogue (``epilogue.make``) on accumulator
+fragments in registers, and the fragments out to C. ``tensorcore`` (mma.sync) and ``hopper`` (wgmma, whose m64
 accumulator is four m16 fragments per warp, ``layout.wgmma_d_fragment``) both import it; neither
 imports the other.
 """
@@ -9,16 +9,37 @@ from .jit import device, unrolled
 from .layout import c_fragment
 from .primitives import stg_out1, stg_out2
 
-__all__ = ["OUT_CONVERT", "store_fragment", "store_fragments"]
+__all__ = ["OUT_CONVERT", "store_fragment", "store_fragments", "apply_fragments", "store_out"]
 
 # Output element conversion in the epilogue (ptx/mma.cu: to_bits)
 OUT_CONVERT = {"float32": 0, "float16": 1, "bfloat16": 2}
 
 
 @device
-def store_fragment(C, ldc, M, N, acc, off, m0, n0, lane, OUT_ITEM, OUT_K, vc, EPI, ep):
-    """Write one m16n8 accumulator fragment (acc[off..off+3]) at C[m0:, n0:], inside M x N only,
-    each value through the epilogue ``EPI`` (run-time values ``ep``).
+def _apply_one(t, acc, t0, m0, n0, lane, NI, MSTEP, EPI, ep):
+    """The epilogue on accumulator fragment t0 + t (row block // NI, MSTEP rows apart; n8 column
+    block % NI), in place."""
+    t = t0 + t
+    i = t // NI
+    j = t - i * NI
+    for h in range(2):
+        r, c = c_fragment(lane, 2 * h)
+        m = m0 + MSTEP * i + r
+        n = n0 + 8 * j + c
+        acc[4 * t + 2 * h] = EPI(acc[4 * t + 2 * h], m, n, ep)
+        acc[4 * t + 2 * h + 1] = EPI(acc[4 * t + 2 * h + 1], m, n + 1, ep)
+
+
+# The epilogue on a group of a warp's accumulator fragments in registers, before their stores:
+# its loads (c, a bias, a user's arrays) may then all be in flight at once, where between the
+# stores' asm (volatile, a memory clobber) each would wait for the one before. A group, not the
+# whole tile: the loads in flight need registers.
+apply_fragments = unrolled(_apply_one, 64)
+
+
+@device
+def store_fragment(C, ldc, M, N, acc, off, m0, n0, lane, OUT_ITEM, OUT_K, vc):
+    """Write one m16n8 accumulator fragment (acc[off..off+3]) at C[m0:, n0:], inside M x N only.
 
     Adjacent column pairs go out as one 8-byte (fp32) or 4-byte (16-bit) store when aligned."""
     for h in range(2):
@@ -26,8 +47,8 @@ def store_fragment(C, ldc, M, N, acc, off, m0, n0, lane, OUT_ITEM, OUT_K, vc, EP
         m = m0 + r
         n = n0 + c
         if m < M:
-            x = EPI(acc[off + 2 * h], m, n, ep)
-            y = EPI(acc[off + 2 * h + 1], m, n + 1, ep)
+            x = acc[off + 2 * h]
+            y = acc[off + 2 * h + 1]
             addr = C + (m * ldc + n) * OUT_ITEM
             if vc and n + 1 < N:
                 stg_out2(addr, x, y, OUT_K)
@@ -39,13 +60,25 @@ def store_fragment(C, ldc, M, N, acc, off, m0, n0, lane, OUT_ITEM, OUT_K, vc, EP
 
 
 @device
-def _store_one(t, C, ldc, M, N, acc, m0, n0, lane, NI, MSTEP, OUT_ITEM, OUT_K, vc, EPI, ep):
-    """Accumulator fragment t (row block t // NI, MSTEP rows apart; n8 column block t % NI)."""
+def _store_one(t, C, ldc, M, N, acc, t0, m0, n0, lane, NI, MSTEP, OUT_ITEM, OUT_K, vc):
+    """Accumulator fragment t0 + t (row block // NI, MSTEP rows apart; n8 column block % NI)."""
+    t = t0 + t
     i = t // NI
     j = t - i * NI
-    store_fragment(C, ldc, M, N, acc, 4 * t, m0 + MSTEP * i, n0 + 8 * j, lane, OUT_ITEM, OUT_K, vc, EPI, ep)
+    store_fragment(C, ldc, M, N, acc, 4 * t, m0 + MSTEP * i, n0 + 8 * j, lane, OUT_ITEM, OUT_K, vc)
 
 
 # A warp's accumulators to C, fragment by fragment: m16 blocks (MSTEP 16) for mma.sync, m64
 # blocks of the wgmma accumulator (MSTEP 64) for the Hopper ladder.
 store_fragments = unrolled(_store_one, 64)
+
+
+@device
+def _out_group(g, C, ldc, M, N, acc, m0, n0, lane, NI, MSTEP, OUT_ITEM, OUT_K, vc, G, EPI, ep):
+    """Fragments gG..gG+G-1: the epilogue, then the stores."""
+    apply_fragments(G, acc, g * G, m0, n0, lane, NI, MSTEP, EPI, ep)
+    store_fragments(G, C, ldc, M, N, acc, g * G, m0, n0, lane, NI, MSTEP, OUT_ITEM, OUT_K, vc)
+
+
+# A warp's accumulators through the epilogue to C, G fragments at a time (G divides their count).
+store_out = unrolled(_out_group, 32)

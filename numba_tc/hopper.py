@@ -45,7 +45,7 @@ from . import layout
 from .config import Variant, WgmmaConfig
 from .epilogue import PLAIN
 from .epilogue import make as make_epilogue
-from .fragments import OUT_CONVERT, store_fragments
+from .fragments import OUT_CONVERT, apply_fragments, store_out
 from .intrinsics import ptr
 from .jit import device, kernel, kernel_factory, unrolled
 from .layout import c_fragment, chunk_offset, wgmma_desc, wgmma_operand_offset
@@ -131,16 +131,13 @@ def _consume(pacc, stage, full, ph, a_row0, A_BYTES, A_KM, B_KM, MI, BN, KND, WG
 
 
 @device
-def _stage_frag(jj, acc, off, buf, wrow, lane, grow, gcol, OUT_ITEM, OUT_K, EPI, ep):
-    """n8 block jj of an output box whose element (0, 0) is C's (grow, gcol): this lane's two
-    column pairs, through the epilogue, into the 128B-swizzled box."""
+def _stage_frag(jj, acc, off, buf, wrow, lane, OUT_ITEM, OUT_K):
+    """n8 block jj of an output box: this lane's two column pairs into the 128B-swizzled box."""
     for h in range(2):
         r, c = c_fragment(lane, 2 * h)
         byte = (8 * jj + c) * OUT_ITEM
-        m = grow + wrow + r
-        n = gcol + 8 * jj + c
         sts_out2(buf + chunk_offset(wrow + r, byte >> 4, 8, True) + (byte & 15),
-                 EPI(acc[off + 4 * jj + 2 * h], m, n, ep), EPI(acc[off + 4 * jj + 2 * h + 1], m, n + 1, ep), OUT_K)
+                 acc[off + 4 * jj + 2 * h], acc[off + 4 * jj + 2 * h + 1], OUT_K)
 
 
 _stage_frags = unrolled(_stage_frag, 8)
@@ -149,19 +146,21 @@ _stage_frags = unrolled(_stage_frag, 8)
 @device
 def _store_box(t, acc, tmc, buf0, nbox, row0, col0, tw, lane, BN, NBOX, COLS, OUT_ITEM, OUT_K, BAR, EB, EPI, ep):
     """Output box t of this warpgroup (m64 block t // NBOX, 128-byte column block t % NBOX):
-    registers -> shared box (a ring of EB) -> one TMA store, which clips at C's edges."""
+    the epilogue on its fragments in registers (``fragments.apply_fragments``), then registers ->
+    shared box (a ring of EB) -> one TMA store, which clips at C's edges. ``row0``: this warp's
+    first row of C."""
     mi = t // NBOX
     bx = t - mi * NBOX
+    apply_fragments(COLS // 8, acc, mi * (BN // 8) + bx * (COLS // 8), row0, col0, lane, BN // 8, 64, EPI, ep)
     buf = buf0 + ((nbox + t) & (EB - 1)) * layout.OUT_BOX_BYTES
     if tw == 0:
         tma_store_wait_read(EB - 1)            # the store that used this buffer has read it
     named_barrier(BAR, 128)
-    _stage_frags(COLS // 8, acc, mi * (BN // 2) + bx * (COLS // 2), buf, 16 * (tw >> 5), lane, row0 + 64 * mi,
-                 col0 + bx * COLS, OUT_ITEM, OUT_K, EPI, ep)
+    _stage_frags(COLS // 8, acc, mi * (BN // 2) + bx * (COLS // 2), buf, 16 * (tw >> 5), lane, OUT_ITEM, OUT_K)
     fence_proxy_async()                        # generic-proxy writes before the async-proxy read
     named_barrier(BAR, 128)
     if tw == 0:
-        tma_store_2d(tmc, col0 + bx * COLS, row0 + 64 * mi, buf)
+        tma_store_2d(tmc, col0 + bx * COLS, row0 - 16 * (tw >> 5) + 64 * mi, buf)
         tma_store_commit()
 
 
@@ -258,14 +257,14 @@ def _mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0, lane, A_BYTES, A_KM, B_K
 @device
 def _epilogue(acc, C, tmc, ebase, nbox, bm0, bn0, a_row0, m_warp, ldc, M, N, wg, tw, lane, TMA_C, vc,
               MI, NI, BN, NBOX, COLS, OUT_ITEM, OUT_K, EB, EPI, ep):
-    """Epilogue: the tile's accumulators to C, through shared memory and TMA stores (a ring of
-    EB boxes per consumer, ``_store_box``) or straight from registers (``store_fragments``).
-    Returns the count of boxes this consumer has stored."""
+    """Epilogue: the tile's accumulators through the epilogue function, then to C through shared
+    memory and TMA stores (a ring of EB boxes per consumer, ``_store_box``) or straight from
+    registers (``fragments.store_out``). Returns the count of boxes this consumer has stored."""
     if TMA_C:
-        _store_boxes(MI * NBOX, acc, tmc, ebase + wg * (EB * layout.OUT_BOX_BYTES), nbox, bm0 + a_row0, bn0,
+        _store_boxes(MI * NBOX, acc, tmc, ebase + wg * (EB * layout.OUT_BOX_BYTES), nbox, bm0 + m_warp, bn0,
                      tw, lane, BN, NBOX, COLS, OUT_ITEM, OUT_K, 1 + wg, EB, EPI, ep)
         return nbox + MI * NBOX
-    store_fragments(MI * NI, C, ldc, M, N, acc, bm0 + m_warp, bn0, lane, NI, 64, OUT_ITEM, OUT_K, vc, EPI, ep)
+    store_out(MI * NI // 8, C, ldc, M, N, acc, bm0 + m_warp, bn0, lane, NI, 64, OUT_ITEM, OUT_K, vc, 8, EPI, ep)
     return nbox
 
 
@@ -317,8 +316,8 @@ def _one_tile(acc, pacc, C, tma_a, tma_b, sbase, bars, grid_m, grid_n, ktiles, l
             _produce(tma_a, tma_b, sbase + s * STAGE, bars + 8 * s, bm0, bn0, (t + S) * BK, 0,
                      A_KM, B_KM, BM, BN, A_BYTES, STAGE, 1)
         s, ph = _advance(s, ph, S)
-    store_fragments(MI * NI, C, ldc, M, N, acc, bm0 + a_row0 + 16 * ((tid >> 5) & 3), bn0, tid & 31, NI, 64,
-                    OUT_ITEM, OUT_K, vc, EPI, ep)
+    store_out(MI * NI // 8, C, ldc, M, N, acc, bm0 + a_row0 + 16 * ((tid >> 5) & 3), bn0, tid & 31, NI, 64,
+              OUT_ITEM, OUT_K, vc, 8, EPI, ep)
 
 
 @kernel_factory

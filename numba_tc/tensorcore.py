@@ -22,13 +22,15 @@ Conventions (shared with the SIMT ladder, see ``simt.py``):
 """
 from __future__ import annotations
 
+import math
+
 from numba import cuda, float32, int32, uint32
 
 from . import layout
 from .config import MmaConfig, Variant
 from .epilogue import PLAIN
 from .epilogue import make as make_epilogue
-from .fragments import OUT_CONVERT, store_fragment, store_fragments
+from .fragments import OUT_CONVERT, store_out
 from .intrinsics import ptr
 from .jit import device, kernel, kernel_factory, unrolled
 from .layout import a_fragment, b_fragment, chunk_offset
@@ -103,8 +105,7 @@ def naive_kernel(dtype: str, out_dtype: str, ta: bool, tb: bool, epi=PLAIN):
                 round_tf32(pb, 0, 4)
             MMA(pacc, 0, pa, 0, pb, 0)
             MMA(pacc, 4, pa, 0, pb, 2)
-        for f in range(2):
-            store_fragment(C, ldc, M, N, acc, 4 * f, m0, n0 + 8 * f, lane, OUT_ITEM, OUT_K, False, EPI, ep)
+        store_out(1, C, ldc, M, N, acc, m0, n0, lane, 2, 16, OUT_ITEM, OUT_K, False, 2, EPI, ep)
 
     return kernel(mma_naive, ("i64",) * 9, launch_bounds=(128, 1), values=len(epi.slots()))
 
@@ -433,6 +434,7 @@ def tiled_kernel(cfg: MmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool,
     PF = cfg.frag_prefetch and ITEM == 2
     PROLOGUE = S if PF else S - 1                # K slices in flight before the main loop
     NACC, NFA, NFB = MI * NI * 4, MI * 4 * (1 + PF), NI * 2 * (1 + PF)   # two fragment sets with PF
+    OUT_G = math.gcd(MI * NI, 2)                 # fragments per epilogue group (fragments.store_out)
     QA = KSTEPS if A_KM else MI                  # per-lane ldmatrix offsets (see _frag_base)
     QB = KSTEPS if B_KM else NI // 2
 
@@ -481,8 +483,8 @@ def tiled_kernel(cfg: MmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool,
                              ITEM, EPC, va, vb, NT, MMA)
         if ASYNC:
             cp_async_wait(0)                      # (only empty groups remain: nothing in flight)
-        store_fragments(MI * NI, C, ldc, M, N, acc, bm0 + wm0, bn0 + wn0, lane, NI, 16, OUT_ITEM, OUT_K, vc,
-                        EPI, ep)
+        store_out(MI * NI // OUT_G, C, ldc, M, N, acc, bm0 + wm0, bn0 + wn0, lane, NI, 16, OUT_ITEM, OUT_K, vc,
+                  OUT_G, EPI, ep)
 
     return kernel(mma_tiled, ("i64",) * 9, launch_bounds=(NT, cfg.min_blocks), values=len(epi.slots()))
 

@@ -73,7 +73,8 @@ def _check(out, ref, tol, what):
 def test_builtin_epilogues(variant, dtype, out_dtype, tol, ta, tb, col_major):
     if variant == "hopper" and not _sm90():
         pytest.skip("wgmma needs an sm_90 GPU")
-    m, n, k = (77, 133, 61) if variant == "naive" else (300, 264, 200)
+    # ragged (no tile divides them), rows 16-byte aligned in every layout (TMA's rule for hopper)
+    m, n, k = (77, 133, 61) if variant == "naive" else (296, 264, 200)
     g = torch.Generator(device="cuda").manual_seed(hash((variant, ta, tb, col_major)) % 2 ** 31)
     dt, ot = getattr(torch, dtype), getattr(torch, out_dtype)
     a, b = _operand(m, k, ta, dt, g), _operand(k, n, tb, dt, g)
@@ -99,7 +100,7 @@ def test_user_epilogue(variant, dtype, out_dtype, tol, col_major):
     """The user's function sees (row, col) of the user's C, also when the kernel computes C^T."""
     if variant == "hopper" and not _sm90():
         pytest.skip("wgmma needs an sm_90 GPU")
-    m, n, k = 190, 136, 130
+    m, n, k = 190, 136, 136
     g = torch.Generator(device="cuda").manual_seed(7)
     dt, ot = getattr(torch, dtype), getattr(torch, out_dtype)
     a, b = _operand(m, k, False, dt, g), _operand(k, n, True, dt, g)
@@ -158,7 +159,7 @@ def test_bad_epilogue_arguments_name_the_argument():
         numba_tc.gemm(a, b, bias=torch.zeros(5, device="cuda"))
     with pytest.raises(TypeError, match="bias has dtype float16"):
         numba_tc.gemm(a, b, bias=torch.zeros(48, device="cuda", dtype=torch.float16))
-    with pytest.raises(TypeError, match="bias must be a torch array|bias .* on cpu|torch tensor on cpu"):
+    with pytest.raises(TypeError, match="bias is not on a CUDA device"):
         numba_tc.gemm(a, b, bias=torch.zeros(48))
     with pytest.raises(ValueError, match="c has shape"):
         numba_tc.gemm(a, b, c=torch.zeros(64, 47, device="cuda"), beta=1.0)
@@ -189,7 +190,8 @@ print(float(numba_tc.gemm(a, b, variant="warptile", epilogue=f)[0, 0]))
 def test_user_epilogue_cached_by_code_across_processes(tmp_path):
     """A fresh process with the same function loads its cubin from the disk cache (nothing
     compiled); an edited function compiles anew and computes the edit."""
-    env = dict(os.environ, NUMBA_TC_CACHE_DIR=str(tmp_path), PYTHONPATH=ROOT)
+    env = dict(os.environ, NUMBA_TC_CACHE_DIR=str(tmp_path),
+               PYTHONPATH=os.pathsep.join([ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
 
     def run(scale):
         code = f"SCALE = {scale}\n" + _CHILD

@@ -145,10 +145,11 @@ extern "C" __device__ int ldg_u32(u32* ret, i64 gaddr) {
     return 0;
 }
 // An element of an epilogue input (C for beta, a bias) of kind 1 = fp16, 2 = bf16, as fp32
-// (PTX ISA 9.7.9.8 ld, 9.7.9.21 cvt).
+// (PTX ISA 9.7.9.8 ld, 9.7.9.21 cvt). Not volatile: nothing in the kernel writes what it reads
+// before reading it, so the compiler may merge repeated reads (a bias per column) and batch them.
 extern "C" __device__ int ldg_in16(float* ret, i64 gaddr, int kind) {
     u16 v;
-    asm volatile("ld.global.u16 %0, [%1];\n" : "=h"(v) : "l"(gaddr));
+    asm("ld.global.u16 %0, [%1];\n" : "=h"(v) : "l"(gaddr));
     if (kind == 1) asm("cvt.f32.f16 %0, %1;" : "=f"(*ret) : "h"(v));
     else *ret = __uint_as_float(((u32)v) << 16);
     return 0;
