@@ -8,9 +8,9 @@ from .api import (device_capability, gemm, get_variant, register, registered, un
                   variants)
 from .aot import precompile
 from .config import MmaConfig, SimtConfig, Variant, WgmmaConfig
-from .errors import CaptureError, ConfigError, CudaError, NoGPUError, UnsupportedDeviceError
+from .errors import CaptureError, ConfigError, CudaError, EpilogueError, NoGPUError, UnsupportedDeviceError
 
 __version__ = "0.1.0"
 __all__ = ["gemm", "variants", "get_variant", "register", "unregister", "registered", "variant_from",
            "precompile", "Variant", "SimtConfig", "MmaConfig", "WgmmaConfig", "ConfigError", "NoGPUError",
-           "UnsupportedDeviceError", "CudaError", "CaptureError", "device_capability", "sass", "__version__"]
+           "UnsupportedDeviceError", "CudaError", "CaptureError", "EpilogueError", "device_capability", "sass", "__version__"]
