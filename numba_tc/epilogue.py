@@ -240,7 +240,7 @@ def make(spec: Epilogue):
         if spec.bias is not None:
             lines.append(f"    x = x + {_load_expr(at['bias'], spec.bias[1], spec.bias[0])}")
         if spec.activation is not None:
-            lines.append(f"    x = ACT(x)")
+            lines.append("    x = ACT(x)")
         if spec.user is not None:
             args = []
             for i, kind in enumerate(spec.user.args):
@@ -270,6 +270,6 @@ def make(spec: Epilogue):
 def is_device_function(fn) -> bool:
     """Whether ``fn`` is a ``numba.cuda.jit(device=True)`` function (or its simulator twin)."""
     if SIMULATOR:
-        return getattr(fn, "_device", False) or type(fn).__name__ == "FakeCUDAKernel" and fn._device
+        return bool(getattr(fn, "_device", False))
     opts = getattr(fn, "targetoptions", None)
     return isinstance(opts, dict) and bool(opts.get("device"))

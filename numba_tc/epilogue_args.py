@@ -10,9 +10,8 @@ from typing import Any, Tuple
 
 from . import arrays
 from .arrays import array_kind, as_matrix, describe
-from .epilogue import (ACTIVATIONS, PLAIN, USER_ARRAY_DTYPES, Epilogue, UserFunction, code_digest, float_bits,
+from .epilogue import (ACTIVATIONS, USER_ARRAY_DTYPES, Epilogue, UserFunction, code_digest, float_bits,
                        is_device_function)
-from .errors import EpilogueError
 from .intrinsics import SIMULATOR
 
 __all__ = ["bind", "Bound", "is_plain"]

@@ -3,7 +3,6 @@ bias per column and per row, each activation, a user's device function reading a
 for all four operand layouts, row- and column-major outputs, ragged sizes; outputs poisoned with
 NaN first, against a float64 reference. Plus a CUDA graph replayed with new epilogue operands,
 and the disk cache keyed by the user's code in fresh processes."""
-import math
 import os
 import subprocess
 import sys
