@@ -30,6 +30,7 @@ from functools import lru_cache
 from typing import Any, Optional, Tuple
 
 from numba import float32, float64, int64, types
+from numba.cuda import libdevice
 
 from .intrinsics import SIMULATOR, device_array, f32_bits, f32_ptr, f64_bits
 from .jit import device
@@ -108,7 +109,8 @@ def code_digest(fn, _seen=None) -> str:
 @dataclass(frozen=True)
 class UserFunction:
     """A user's ``numba.cuda.jit(device=True)`` epilogue function and its arguments' kinds:
-    ("f64",), ("i64",) or ("array", dtype name, ndim). Equal and keyed by code, not identity."""
+    ("f32",) (a Python float), ("f64",) (``np.float64``), ("i64",) or ("array", dtype name, ndim).
+    Equal and keyed by code, not identity."""
     name: str
     digest: str
     args: Tuple[tuple, ...]
@@ -184,14 +186,24 @@ def _gelu(x):
 
 
 @device
+def _times_sigmoid(x, z):
+    """x * sigmoid(z) = x / (1 + e^-z), by the fast exponential and division (``ex2.approx``,
+    ``rcp.approx``: a few ulps, far below a 16-bit output's rounding, against libdevice's accurate
+    sequences at several times the instructions). e^-z overflowing to infinity gives 0, the limit."""
+    if SIMULATOR:                               # (the simulator's libdevice has no bodies)
+        return x / (float32(1) + math.exp(-z))
+    return libdevice.fast_fdividef(x, float32(1) + libdevice.fast_expf(-z))
+
+
+@device
 def _gelu_tanh(x):
-    return float32(0.5) * x * (float32(1) + math.tanh(float32(0.7978845608028654) *
-                                                       (x + float32(0.044715) * x * x * x)))
+    # x/2 (1 + tanh u) = x sigmoid(2u): no cancellation where tanh u is near -1
+    return _times_sigmoid(x, float32(1.5957691216057308) * (x + float32(0.044715) * x * x * x))
 
 
 @device
 def _silu(x):
-    return x / (float32(1) + math.exp(-x))
+    return _times_sigmoid(x, x)
 
 
 _ACT = {"relu": _relu, "gelu": _gelu, "gelu_tanh": _gelu_tanh, "silu": _silu}
@@ -228,8 +240,11 @@ def make(spec: Epilogue):
     if spec.plain:
         lines.append("    return v")
     else:
-        lines += [f"    if row >= {at['M']} or col >= {at['N']}:",     # (edges of a stored box)
-                  "        return v",
+        # Positions past C's edges (a tile's padding, never stored) are computed at C's last
+        # row/column rather than skipped: no branch per element, so the compiler can put every
+        # element's loads in flight together.
+        lines += [f"    row = min(row, {at['M']} - 1)",
+                  f"    col = min(col, {at['N']} - 1)",
                   "    x = v"]
         if spec.alpha:
             lines.append(f"    x = x * f32_bits({at['alpha']})")
@@ -251,6 +266,8 @@ def make(spec: Epilogue):
                     args.append(f"device_array({at[f'u{i}']}, ({shape},), ({strides},), U{i})")
                 elif kind[0] == "f64":
                     args.append(f"f64_bits({at[f'u{i}']})")
+                elif kind[0] == "f32":
+                    args.append(f"f32_bits({at[f'u{i}']})")
                 else:
                     args.append(at[f"u{i}"])
             r, c = ("col", "row") if spec.swap else ("row", "col")

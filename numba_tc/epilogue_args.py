@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Tuple
 
+import numpy as np
+
 from . import arrays
 from .arrays import array_kind, as_matrix, describe
 from .epilogue import (ACTIVATIONS, USER_ARRAY_DTYPES, Epilogue, UserFunction, code_digest, float_bits,
@@ -58,8 +60,8 @@ class Bound:
                 ptr, shape, strides = v[:3]
                 out.append(ptr)
                 out += list(shape) + list(strides)
-            elif kind[0] == "f64":
-                out.append(v if SIMULATOR else float_bits(v, "f64"))
+            elif kind[0] in ("f32", "f64"):
+                out.append(v if SIMULATOR else float_bits(v, kind[0]))
             else:
                 out.append(int(v))
         return tuple(out)
@@ -167,9 +169,11 @@ def _user(fn, args, kind, device, stream) -> Tuple[UserFunction, tuple]:
         if isinstance(x, bool) or isinstance(x, int):
             kinds.append(("i64",))
             vals.append(int(x))
-        elif isinstance(x, float):
-            kinds.append(("f64",))
-            vals.append(x)
+        elif isinstance(x, (float, np.floating)):
+            # a Python float is the accumulator's type (fp32): float64 math in an epilogue costs
+            # conversions and fp64 instructions per element; np.float64(x) asks for double
+            kinds.append(("f64",) if isinstance(x, np.float64) else ("f32",))
+            vals.append(float(x))
         else:
             try:
                 xk = array_kind(x)

@@ -18,7 +18,7 @@ def _resid(acc, row, col, res, scale):
     return acc + scale * res[row, col]
 
 
-_USER = UserFunction("resid", code_digest(_resid), (("array", "float32", 2), ("f64",)), _resid)
+_USER = UserFunction("resid", code_digest(_resid), (("array", "float32", 2), ("f32",)), _resid)
 SPECS = {"plain": PLAIN, "bias_gelu": Epilogue(bias=("bfloat16", "col"), activation="gelu_tanh"),
          "all": Epilogue(alpha=True, c=("float32", True), bias=("float32", "row"), activation="silu", user=_USER,
                          swap=True)}
