@@ -249,8 +249,6 @@ class WgmmaConfig:
     persistent: bool = False        # rung 5: at most one block per SM walks the tiles
     cluster: int = 1                # rung 6: blocks per cluster along M, sharing B by TMA multicast
     tma_store: bool = False         # rung 7: epilogue staged in shared memory, written by TMA
-    pingpong: bool = False          # consumers take whole tiles in turn: one's epilogue overlaps
-                                    # the other's mainloop (CUTLASS's ping-pong schedule)
     epi_boxes: int = 2              # 8 KiB output boxes per consumer in that ring (2: double buffer)
     group_m: int = 8                # tile order: groups of group_m block rows share B tiles in L2
     max_stages: int = 6
@@ -266,8 +264,8 @@ class WgmmaConfig:
 
     @property
     def wg_m(self) -> int:
-        """Rows of C per consumer warpgroup (ping-pong: each takes whole tiles)."""
-        return self.bm if self.pingpong else self.bm // self.consumers
+        """Rows of C per consumer warpgroup."""
+        return self.bm // self.consumers
 
     @property
     def acc_regs(self) -> int:
@@ -301,9 +299,7 @@ class WgmmaConfig:
     def validate(self) -> None:
         _need(self.bk == 64, "bk is 64: one 128-byte swizzled row of 16-bit elements per K slice")
         _need(self.consumers in (1, 2, 3), "consumers: 1 to 3 warpgroups")
-        _need(not self.pingpong or (self.persistent and self.consumers == 2),
-              "ping-pong builds on the persistent rung, with two consumer warpgroups")
-        _need(self.bm % (64 * self.consumers) == 0 or self.pingpong,
+        _need(self.bm % (64 * self.consumers) == 0,
               f"bm={self.bm}: each of {self.consumers} consumer warpgroups needs a multiple of 64 rows")
         _need(self.bm <= 256, f"bm={self.bm}: a TMA box has at most 256 rows")
         _need(self.bn in WGMMA_N, f"bn={self.bn}: one of {WGMMA_N} (the wgmma widths in ptx/hopper.cu)")

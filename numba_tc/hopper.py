@@ -51,8 +51,7 @@ from .jit import device, kernel, kernel_factory, unrolled
 from .layout import c_fragment, chunk_offset, wgmma_desc, wgmma_operand_offset
 from .plan import Step
 from .primitives import (cluster_ctarank, cluster_sync, fence_proxy_async, mbar_arrive, mbar_arrive_cluster,
-                         mbar_expect_tx, mbar_fence_init, mbar_init, mbar_wait, named_barrier, named_barrier_arrive,
-                         setmaxnreg_dec,
+                         mbar_expect_tx, mbar_fence_init, mbar_init, mbar_wait, named_barrier, setmaxnreg_dec,
                          setmaxnreg_inc, smem_addr, sts_out2, tma_load_2d, tma_load_2d_multicast,
                          tma_prefetch_map, tma_store_2d, tma_store_commit, tma_store_wait_all,
                          tma_store_wait_read, wgmma_commit, wgmma_fence, wgmma_m64n64k16, wgmma_m64n128k16,
@@ -62,7 +61,6 @@ from .tensormap import MAP_BYTES, encode, tma_requirements, tma_rows_fast
 
 __all__ = ["RUNGS", "wgmma_kernel", "PARAMS", "WGMMA_TYPE", "variant_from"]
 
-_ORDER = 3           # named barriers 3 and 4: ping-pong turns (0: __syncthreads, 1-2: epilogue boxes)
 WGMMA_TYPE = {"float16": 0, "bfloat16": 1}      # ptx/hopper.cu: wgmma's input type argument
 _WGMMA = {64: wgmma_m64n64k16, 128: wgmma_m64n128k16, 256: wgmma_m64n256k16}
 # Kernel parameters: tensor maps of A, B and C (by value); C's address; M, N, K; ldc
@@ -285,37 +283,21 @@ def _epilogue(acc, C, tmc, ebase, nbox, bm0, bn0, a_row0, m_warp, ldc, M, N, wg,
 @device
 def _consumer(acc, pacc, C, tmc, sbase, ebase, bars, cid, nclusters, ntiles, rank, grid_m, grid_n, ktiles,
               ldc, M, N, wg, tid, TMA_C, vc, GROUP, A_KM, B_KM, BM, BN, WG_M, A_BYTES, STAGE, S, CL, MI, NI,
-              NACC, KND, WG, NBOX, COLS, OUT_ITEM, OUT_K, EB, PP, EPI, ep):
-    """A consumer warpgroup: for each tile the scheduler gives, the mainloop, then the epilogue.
-    Ping-pong (``PP``, two consumers): warpgroup wg takes every other tile of the block's
-    sequence (wg, wg + 2, ..), all rows of each, and skips the other's K slices in the ring.
-    Their mainloops take turns (named barriers ``_ORDER + wg``): the tensor cores serve one while
-    the other runs its epilogue, and a consumer never waits on a stage more than one ring phase
-    ahead of the producer (the parity wait could not tell the phases apart)."""
+              NACC, KND, WG, NBOX, COLS, OUT_ITEM, OUT_K, EB, EPI, ep):
+    """A consumer warpgroup: for each tile the scheduler gives, the mainloop, then the epilogue."""
     tw = tid & 127
     lane = tid & 31
-    a_row0 = 0 if PP else wg * WG_M                   # this consumer's rows of the A tile
+    a_row0 = wg * WG_M                                # this consumer's rows of the A tile
     m_warp = a_row0 + 16 * ((tid >> 5) & 3)           # and this warp's rows of C
     s = 0
     ph = 0
     nbox = 0
-    turn = wg if PP else 0                            # position in the block's tile sequence
-    for ct in range(cid + turn * nclusters, ntiles, nclusters * (2 if PP else 1)):
+    for ct in range(cid, ntiles, nclusters):
         bm0, bn0 = _tile(ct, rank, grid_m, grid_n, GROUP, BM, BN, CL)
-        if PP:                                        # the ring position of this tile's first slice
-            g = turn * ktiles
-            s = g % S
-            ph = (g // S) & 1
-        if PP and turn > 0:
-            named_barrier(_ORDER + wg, 256)           # the other consumer's mainloop is issued
         for i in range(NACC):
             acc[i] = float32(0)
         s, ph = _mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0, lane, A_BYTES, A_KM, B_KM, MI, BN, KND, WG,
                           STAGE, S, CL)
-        if PP:
-            if ct + nclusters < ntiles:               # the block's next tile is the other consumer's
-                named_barrier_arrive(_ORDER + 1 - wg, 256)
-            turn += 2
         nbox = _epilogue(acc, C, tmc, ebase, nbox, bm0, bn0, a_row0, m_warp, ldc, M, N, wg, tw, lane, TMA_C, vc,
                          MI, NI, BN, NBOX, COLS, OUT_ITEM, OUT_K, EB, EPI, ep)
     if TMA_C and tw == 0:
@@ -366,8 +348,7 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
     OUT_K, OUT_ITEM = OUT_CONVERT[out_dtype], layout.ITEMSIZE[out_dtype]
     COLS = layout.ROW_BYTES // OUT_ITEM         # columns of one 128-byte output box
     NBOX, EB, EPI_BYTES = BN // COLS, cfg.epi_boxes, cfg.epilogue_bytes
-    PP = cfg.pingpong
-    ARRIVALS = (1 if PP else CONS) * 4 * CL     # lane 0 of every warp of the cluster that consumes a stage
+    ARRIVALS = CONS * 4 * CL                    # lane 0 of every consumer warp of the cluster
     EPI = make_epilogue(epi)
 
     def wgmma_gemm(TMA_A, TMA_B, TMC, C, M, N, K, ldc, ep):
@@ -402,7 +383,7 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
                 setmaxnreg_inc(REG_C)
             _consumer(acc, pacc, C, TMC, sbase, ebase, bars, cid, nclusters, ntiles, rank, grid_m, grid_n,
                       ktiles, ldc, M, N, wg, tid, TMA_C, vc, GROUP, A_KM, B_KM, BM, BN, WG_M, A_BYTES, STAGE, S,
-                      CL, MI, NI, NACC, KND, WG, NBOX, COLS, OUT_ITEM, OUT_K, EB, PP, EPI, ep)
+                      CL, MI, NI, NACC, KND, WG, NBOX, COLS, OUT_ITEM, OUT_K, EB, EPI, ep)
         if CL > 1:
             cluster_sync()          # no CTA leaves while a peer may still multicast into it
 
