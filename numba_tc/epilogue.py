@@ -14,6 +14,12 @@ Kernels compute C^T = B^T A^T for a column-major C (``api``): the host then hand
 C's transposed view and the bias on the other axis, and ``swap`` gives the user's function its
 own (row, col).
 
+The function runs on whole tiles: at positions past C's edges (a tile's padding, never stored)
+it is called with the row and column clamped to C's last ones, so that no element needs a branch
+and every element's loads can be in flight at once. It must therefore only compute a value (no
+writes, no atomics). Python floats among its arguments arrive as float32 (the accumulator's
+type), ``np.float64`` values as float64.
+
 A user's function is part of the kernel's identity by its code (``code_digest``: bytecode,
 constants, closure values, the globals and functions it calls), not by the object, so a new
 process finds the cubin in the disk cache and an edited function is compiled again.

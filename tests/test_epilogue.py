@@ -63,3 +63,21 @@ def test_closure_values_count():
             return acc * k
         return f
     assert code_digest(make(2)) == code_digest(make(2)) != code_digest(make(3))
+
+
+def test_scalar_arguments_reach_the_function_as_float32_unless_float64():
+    """A Python float is the accumulator's type in the kernel (fp64 math per element costs
+    conversions and fp64 instructions); ``np.float64`` asks for double; ints are int64."""
+    import numpy as np
+    from numba import cuda
+
+    from numba_tc.epilogue_args import bind
+
+    @cuda.jit(device=True)
+    def f(acc, row, col, s, d, i):
+        return acc * s + d + i
+
+    b = bind("numpy", 4, 4, "float32", "float32", None, None, 1.0, 0.0, None, None, f, (0.5, np.float64(2.0), 3))
+    assert b.spec.user.args == (("f32",), ("f64",), ("i64",))
+    vals = b.values(b.spec)[2:]                           # (after M, N)
+    assert vals == (float_bits(0.5), float_bits(2.0, "f64"), 3)
