@@ -261,10 +261,10 @@ class _Problem:
             A, B, C = B.transposed(), A.transposed(), C.transposed()
         v = pick(self.cands, A, B, C, self.named)
         if epi is None:
-            return Plan(v.plan(A, B, C, self.device), self.device, swap, v)
+            return Plan(v.plan(A, B, C, self.device), self.device, swap)
         spec = epi.spec.flipped() if swap else epi.spec
         try:
-            plan = Plan(v.plan(A, B, C, self.device, epi=spec), self.device, swap, v)
+            plan = Plan(v.plan(A, B, C, self.device, epi=spec), self.device, swap)
         except Exception as e:
             if spec.user is None or not _numba_error(e):
                 raise

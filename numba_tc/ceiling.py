@@ -67,7 +67,7 @@ def measure(dtype: str = "bfloat16", iters: int = 4096, blocks_per_sm: int = 4, 
     dev = _default_device()
     grid = driver.sm_count(dev) * blocks_per_sm
     out = cuda.device_array(grid * 128, np.float32)
-    plan = Plan([Step(ceiling_kernel(dtype), grid, 128, lambda pa, pb, pc: (pc, iters))], dev, False, None)
+    plan = Plan([Step(ceiling_kernel(dtype), grid, 128, lambda pa, pb, pc: (pc, iters))], dev, False)
     addr = out.device_ctypes_pointer.value
 
     def run():

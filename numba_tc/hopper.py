@@ -479,7 +479,6 @@ def _plan(*cfgs: WgmmaConfig):
             return (encode(pa, *ea), encode(pb, *eb), encode(pc, *ec) if ec else _NO_MAP, pc, m, n, kk, ldc, *ep)
         return [Step(k, work_plan(cfg, m, n, resident), cfg.threads, args, smem=cfg.smem_bytes,
                      cluster=cfg.cluster, fn=fn)]
-    plan.config = cfgs[0]
     return plan
 
 

@@ -57,10 +57,10 @@ class Step:
 class Plan:
     """The steps of one problem on one device; ``swap``: the operands' roles are exchanged
     (a column-major C is computed as C^T = B^T A^T, written row-major)."""
-    __slots__ = ("steps", "device", "swap", "variant", "epilogue")
+    __slots__ = ("steps", "device", "swap", "epilogue")
 
-    def __init__(self, steps: Sequence[Step], device: int, swap: bool, variant):
-        self.steps, self.device, self.swap, self.variant = list(steps), device, swap, variant
+    def __init__(self, steps: Sequence[Step], device: int, swap: bool):
+        self.steps, self.device, self.swap = list(steps), device, swap
         self.epilogue = None      # the epilogue's spec, in the kernel's coordinates (api sets it)
         if not SIMULATOR:
             for st in self.steps:

@@ -491,7 +491,6 @@ def _tiled_plan(rung, cfg):
         steps.append(Step(k, grid, cfg.threads,
                           lambda pa, pb, pc, *ep: (pa, pb, pc, m, n, kk, lda, ldb, ldc, *tiling, *ep)))
         return steps
-    plan.config = cfg
     return plan
 
 

@@ -513,7 +513,6 @@ def _plan_tiled(cfg: MmaConfig):
         k = tiled_kernel(cfg, compute_dtype(a.dtype), c.dtype, a.trans, b.trans,
                          a.aligned16, b.aligned16, c.pairs_aligned, epi)
         return [Step(k, grid_size(cfg, c.rows, c.cols), cfg.threads, _args(a, b, c), smem=cfg.smem_bytes)]
-    plan.config = cfg
     return plan
 
 
