@@ -40,7 +40,7 @@ for variant in VARIANTS:
 
 
 @pytest.mark.parametrize("variants", [["naive", "coalesced", "smem"], ["blocktile1d", "blocktile2d"],
-                                      ["vectorized", "warptile"]])
+                                      ["vectorized", "warptile"]], ids="-".join)
 def test_padded_leading_dimensions_in_simulator(variants):
     out = run_in_simulator(f"VARIANTS = {variants!r}\n" + PADDED)
     assert out.count(" ok ") == 6 * len(variants) and "FAIL" not in out, out
