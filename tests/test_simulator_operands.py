@@ -86,3 +86,24 @@ out = numba_tc.gemm(a, b, v, out=np.full((m, n), np.nan, np.float32))
 print("plain", "ok" if verify.elementwise(out, a, b).ok else "FAIL")
 """)
     assert "bias ok" in out and "plain ok" in out, out
+
+
+def test_epilogue_into_a_column_major_out_in_simulator():
+    """A column-major out is computed as C^T = B^T A^T: the epilogue's bias changes axis with it
+    (``Epilogue.flipped``); bias per column and per row, into poisoned row- and column-major outs."""
+    out = run_in_simulator("""
+import numpy as np, numba_tc
+from numba_tc import verify
+rng = np.random.default_rng(11)
+m, n, k = 21, 19, 23
+a = rng.standard_normal((m, k), dtype=np.float32); b = rng.standard_normal((k, n), dtype=np.float32)
+for length in (n, m):
+    bias = rng.standard_normal(length).astype(np.float32)
+    ref = a.astype(np.float64) @ b.astype(np.float64) + (bias[None, :] if length == n else bias[:, None])
+    for order in "CF":
+        out = np.full((m, n), np.nan, np.float32, order=order)
+        numba_tc.gemm(a, b, "blocktile2d", bias=bias, out=out)
+        r = verify.elementwise(out, a, b, ref=ref)
+        print(length, order, "ok" if r.ok else "FAIL", r)
+""")
+    assert out.count(" ok ") == 4 and "FAIL" not in out, out
