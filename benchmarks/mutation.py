@@ -152,6 +152,9 @@ MUTANTS = [
 
 
 def commit_id() -> str:
+    """The commit under test: $NUMBA_TC_COMMIT if set (a copy of the tree without .git), else git's."""
+    if os.environ.get("NUMBA_TC_COMMIT"):
+        return os.environ["NUMBA_TC_COMMIT"]
     try:
         c = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                            text=True).stdout.strip()
