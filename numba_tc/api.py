@@ -439,8 +439,7 @@ def _gemm_copying(a, b, variant, out, out_dtype, stream, allow_tf32, epi_args=No
         A = as_matrix(a, "a", stream=nst, described=pr.desc_a)
         B = as_matrix(b, "b", stream=nst, described=pr.desc_b)
         if kind == "numpy":
-            raw = np.uint16 if pr.out_dtype == "bfloat16" else arrays.np_dtype(pr.out_dtype)
-            dev_out = cuda.device_array((m, n), dtype=raw, stream=nst)
+            dev_out = _device_out(out, m, n, pr.out_dtype, nst)
             C = as_matrix(dev_out, "out", raw_bf16=pr.out_dtype == "bfloat16")
         else:
             C = as_matrix(result, "out", described=pr.desc_out)
@@ -458,6 +457,21 @@ def _gemm_copying(a, b, variant, out, out_dtype, stream, allow_tf32, epi_args=No
                 nst.synchronize()
             result[...] = host
     return result
+
+
+def _device_out(out, m, n, out_dtype, stream):
+    """The device buffer a NumPy call's kernel writes: a copy of ``out`` when one is given (in its
+    memory order, so a column-major ``out`` is written column-major on the device, and whatever
+    it holds, such as a checker's NaN poison, is what the kernel overwrites), else a new
+    row-major array. bfloat16 travels as its raw 16-bit words."""
+    from numba import cuda
+    raw = np.uint16 if out_dtype == "bfloat16" else arrays.np_dtype(out_dtype)
+    if out is None:
+        return cuda.device_array((m, n), dtype=raw, stream=stream)
+    host = out.view(raw) if out_dtype == "bfloat16" else out
+    if not (host.flags.c_contiguous or host.flags.f_contiguous):
+        host = np.ascontiguousarray(host)
+    return cuda.to_device(host, stream=stream)
 
 
 def _register_builtin():

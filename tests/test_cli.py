@@ -114,7 +114,7 @@ def test_recorded_results_missing(capsys, monkeypatch, tmp_path):
     assert "were not found" in capsys.readouterr().err
 
 
-def test_main_job_on_a_gpu_runs_the_three_ladders_with_cublas(capsys, monkeypatch, tmp_path):
+def test_main_job_with_a_faked_gpu_and_benchmark_picks_the_three_ladders(capsys, monkeypatch, tmp_path):
     """The GPU path with bench.run faked: which variants, in which dtype, one table, one picture,
     one progress bar; a GPU without wgmma skips the Hopper ladder and says so."""
     import numba_tc
