@@ -68,18 +68,6 @@ def test_empty_dimensions_behave_like_numpy():
     assert numba_tc.gemm(np.ones((0, 5), np.float32), np.ones((5, 3), np.float32)).shape == (0, 3)
 
 
-def test_stream_argument():
-    torch = pytest.importorskip("torch")
-    s = torch.cuda.Stream()
-    a = torch.randn(100, 80, device="cuda")
-    b = torch.randn(80, 60, device="cuda")
-    torch.cuda.synchronize()
-    with torch.cuda.stream(s):
-        c = numba_tc.gemm(a, b, variant="warptile", stream=s)
-    s.synchronize()
-    assert verify.rel_error(c.cpu().numpy(), (a.double() @ b.double()).cpu().numpy()) < 1e-5
-
-
 @pytest.mark.parametrize("slots", [20, 32])
 @pytest.mark.parametrize("layout", verify.LAYOUTS)
 def test_warptile_tail_split_with_forced_slots(slots, layout):

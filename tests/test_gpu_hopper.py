@@ -38,7 +38,7 @@ def test_16_bit_and_column_major_outputs(variant):
     for out_layout in ("C", "F"):
         r = verify.check(variant, 264, 136, 200, layout="NN", dtype="bfloat16", out_dtype="bfloat16",
                          out_layout=out_layout)
-        assert r.rel_err < 1e-2, r
+        assert r.ok, r
 
 
 @pytest.mark.skipif(not _sm90(), reason="wgmma needs an sm_90 GPU")

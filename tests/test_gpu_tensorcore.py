@@ -34,7 +34,7 @@ def test_16_bit_outputs_and_column_major_out(variant, dtype):
     for out_layout in ("C", "F"):
         r = verify.check(variant, 300, 250, 200, layout="NT", dtype=dtype, out_dtype=dtype,
                          out_layout=out_layout)
-        assert r.rel_err < 1e-2, r
+        assert r.ok, r
 
 
 def test_torch_bf16_and_ml_dtypes():
