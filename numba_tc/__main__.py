@@ -10,7 +10,9 @@ Subcommands live in COMMANDS: add one with the ``command`` decorator.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -161,38 +163,123 @@ def cmd_demo(args) -> int:
 def _recorded_arguments(p):
     p.add_argument("--all", action="store_true", help="every rung of each ladder (default: the fastest of each)")
     p.add_argument("--size", type=parse_size, default=DEFAULT_SIZE, metavar="N|MxNxK",
-                   help="a recorded size (default 4096; 8192 is recorded for the tensor-core ladders)")
+                   help="a recorded size (default 4096; without a record there, the recorded sizes are listed)")
+    p.add_argument("--dtype", choices=DTYPES, help="the records in this input dtype (default: float32 for simt, "
+                   "bfloat16 for mma and wgmma; float16 and tf32 are recorded for the tensor-core ladders)")
     p.add_argument("--plot", metavar="PNG", help="write the picture here (default: a new temporary directory)")
+
+
+class ResultsError(Exception):
+    """The results file cannot be read (not JSON, or not a list of records)."""
+
+
+RECORD_KEYS = ("variant", "ladder", "dtype", "m", "n", "k", "device", "commit")
+
+
+def load_results(path: str) -> List[dict]:
+    """The records of a results file, or ResultsError saying what is wrong with it."""
+    import json
+    try:
+        with open(path, encoding="utf-8") as f:
+            rows = json.load(f)
+    except json.JSONDecodeError as e:
+        raise ResultsError(f"the results file {path} is not valid JSON (line {e.lineno}, column {e.colno}: "
+                           f"{e.msg}); restore it from the repository (git checkout -- {path})") from None
+    except (UnicodeDecodeError, OSError) as e:
+        raise ResultsError(f"the results file {path} cannot be read: {e}") from None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and all(k in r for k in RECORD_KEYS)
+                                             for r in rows):
+        raise ResultsError(f"the results file {path} is JSON but not a list of benchmark records (each with "
+                           f"{', '.join(RECORD_KEYS)}); restore it from the repository (git checkout -- {path})")
+    return rows
+
+
+def short_commit(c: str) -> str:
+    """A commit as 7 hex digits (records hold 7 or 12), keeping a suffix such as '+dirty'."""
+    sha, plus, rest = str(c).partition("+")
+    return (sha[:7] if re.fullmatch(r"[0-9a-f]{7,40}", sha) else sha) + plus + rest
+
+
+def _shown(r: dict, dtype: Optional[str]) -> bool:
+    """A row the recorded view shows: NN layout, one of the three ladders, in ``dtype`` (default:
+    each ladder's own)."""
+    from numba_tc import bench
+    ladder = r.get("ladder")
+    return (r.get("layout", "NN") == "NN" and ladder in bench.TOP_RUNGS
+            and r["dtype"] == (dtype or LADDER_DTYPE[ladder]))
+
+
+def select_recorded(rows: List[dict], size, dtype: Optional[str], all_rungs: bool) -> List[dict]:
+    """The rows at ``size`` in ``dtype``: the fastest rung of each ladder, or every rung; in
+    ladder and rung order."""
+    import numba_tc
+    from numba_tc import bench
+    order = {v.name: i for i, v in enumerate(numba_tc.variants())}
+    out = [r for r in rows if _shown(r, dtype) and (r["m"], r["n"], r["k"]) == tuple(size)
+           and (all_rungs or r["variant"] == bench.TOP_RUNGS[r["ladder"]][0])]
+    return sorted(out, key=lambda r: order.get(r["variant"], len(order)))
+
+
+def recorded_sizes(rows: List[dict], dtype: Optional[str]) -> Dict[str, List[str]]:
+    """'ladder dtype' -> the sizes recorded for it (NN layout), smallest first."""
+    out: Dict[str, set] = {}
+    for r in rows:
+        if _shown(r, dtype):
+            out.setdefault(f"{r['ladder']} {r['dtype']}", set()).add((r["m"], r["n"], r["k"]))
+    return {k: [_fmt(s) for s in sorted(v, key=lambda s: (s[0] * s[1] * s[2], s))] for k, v in out.items()}
 
 
 @command("recorded", "show the results recorded on an H100 (table and picture; any machine)", _recorded_arguments)
 def cmd_recorded(args) -> int:
     from numba_tc import bench
+    where = bench.find_results()
     try:
-        recs = bench.recorded(args.size, all_rungs=args.all)
-    except FileNotFoundError as e:
+        if where is None:
+            bench.recorded(args.size)               # raises FileNotFoundError, saying where to look
+        rows = load_results(where)
+    except (FileNotFoundError, ResultsError) as e:
         print(f"numba_tc: {e}", file=sys.stderr)
         return 1
+    recs = select_recorded(rows, args.size, args.dtype, args.all)
     if not recs:
-        print(f"numba_tc: nothing recorded at {_fmt(args.size)} in {bench.find_results()}", file=sys.stderr)
+        sizes = recorded_sizes(rows, args.dtype)
+        what = f" in {args.dtype}" if args.dtype else ""
+        print(f"numba_tc: nothing recorded at {_fmt(args.size)}{what} in {where}.", file=sys.stderr)
+        if sizes:
+            print("Recorded sizes (python -m numba_tc recorded --size N|MxNxK"
+                  + (f" --dtype {args.dtype}" if args.dtype else "") + "):", file=sys.stderr)
+            for key, ss in sizes.items():
+                print(f"  {key}: {', '.join(ss)}", file=sys.stderr)
+        else:
+            dts = sorted({r["dtype"] for r in rows if _shown(r, r["dtype"])})
+            print(f"Recorded dtypes: {', '.join(dts)} (--dtype).", file=sys.stderr)
         return 1
     device = recs[0]["device"]
     commits: Dict[str, List[str]] = {}
     for r in recs:
-        commits.setdefault(r["commit"], [])
-        if r["ladder"] not in commits[r["commit"]]:
-            commits[r["commit"]].append(r["ladder"])
+        c = short_commit(r["commit"])
+        commits.setdefault(c, [])
+        if r["ladder"] not in commits[c]:
+            commits[c].append(r["ladder"])
     at = ", ".join(f"{c} ({', '.join(ls)})" for c, ls in commits.items())
     print(f"Recorded on an {device} at commit {at}, not measured here:")
-    where = bench.find_results()
+    shown = where
     if not os.path.relpath(where).startswith(".."):
-        where = os.path.relpath(where)
-    print(f"  {where}; each record holds the command that made it.")
-    print("  Each variant was timed in rounds alternating with cuBLAS in the same dtype, on the same inputs.\n")
+        shown = os.path.relpath(where)
+    print(f"  {shown}; each record holds the command that made it.")
+    print("  Each variant was timed in rounds alternating with cuBLAS in the same dtype, on the same inputs.")
+    missing = [ld for ld in LADDERS if ld not in {r["ladder"] for r in recs}
+               and f"{ld} {args.dtype or LADDER_DTYPE[ld]}" in recorded_sizes(rows, args.dtype)]
+    if missing:
+        print(f"  Not recorded at {_fmt(args.size)}: the {', '.join(missing)} ladder"
+              + ("s" if len(missing) > 1 else "") + " (--size; a size without records lists them).")
+    print()
     print(bench.table(recs))
-    path = _picture_path(args.plot, "ladders_{}x{}x{}_recorded.png".format(*args.size))
-    fig = bench.plot_ladders(recs, path, title=f"numba_tc ladders vs cuBLAS, {_fmt(args.size)}: recorded on an "
-                             f"{device} at commit {at}")
+    dt = f"_{args.dtype}" if args.dtype else ""
+    path = _picture_path(args.plot, "ladders_{}x{}x{}{}_recorded.png".format(*args.size, dt))
+    what = f", {args.dtype}" if args.dtype else ""
+    fig = bench.plot_ladders(recs, path, title=f"numba_tc ladders vs cuBLAS, {_fmt(args.size)}{what}: recorded "
+                             f"on an {device} at commit {at}")
     print(f"\npicture: {path}" if fig is not None else "\npicture skipped: pip install matplotlib")
     if not args.all:
         print("every rung: python -m numba_tc recorded --all")
@@ -244,6 +331,24 @@ def _plan(args, error) -> List[Tuple[str, list]]:
     return list(groups.items())
 
 
+@contextlib.contextmanager
+def quiet_performance_warnings():
+    """Numba's performance warnings silenced for the block: the benchmark's own small launches
+    (a one-block spin kernel ahead of the timed ones) are small on purpose, and a warning would
+    land in the middle of the progress bar. (numba-cuda raises its own class, not numba's.)"""
+    import warnings
+    classes = []
+    for mod in ("numba.core.errors", "numba.cuda.core.errors"):
+        try:
+            classes.append(__import__(mod, fromlist=["NumbaPerformanceWarning"]).NumbaPerformanceWarning)
+        except (ImportError, AttributeError):
+            pass
+    with warnings.catch_warnings():
+        for cls in classes:
+            warnings.simplefilter("ignore", cls)
+        yield
+
+
 def _runs_on(v, cc) -> Optional[str]:
     """Why ``v`` cannot run on compute capability ``cc``, or None."""
     if tuple(cc) < tuple(v.min_cc):
@@ -292,9 +397,10 @@ def cmd_bench(args) -> int:
     bar = bench.progress_bar(sum(len(vs) for _, vs in runnable) * len(sizes), not args.no_progress)
     recs = []
     try:
-        for dt, vs in runnable:
-            recs += bench.run(vs, sizes, dtype=dt, layout=args.layout, command=command_line,
-                              progress=bar, budget_s=args.budget)
+        with quiet_performance_warnings():       # nothing printed inside the progress bar
+            for dt, vs in runnable:
+                recs += bench.run(vs, sizes, dtype=dt, layout=args.layout, command=command_line,
+                                  progress=bar, budget_s=args.budget)
     except bench.NoCublasError as e:
         print(f"numba_tc bench: {e}", file=sys.stderr)
         return 1
@@ -326,28 +432,101 @@ def cmd_bench(args) -> int:
 # ---------------------------------------------------------------------------------------------
 # compile: fill the kernel cache ahead of time
 
+def _positive_int(s: str) -> int:
+    try:
+        n = int(s)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{s!r} is not a positive integer")
+    return n
+
+
 def _compile_arguments(p):
     import numba_tc
     names = [v.name for v in numba_tc.variants()]
-    p.add_argument("--variants", nargs="+", choices=names, metavar="NAME",
-                   help="variants to compile (default: all); valid: " + ", ".join(names))
+    p.add_argument("--variants", nargs="+", type=_variant_name, metavar="NAME",
+                   help="variants to compile (default: all a target runs); valid: " + ", ".join(names))
     p.add_argument("--arch", nargs="+", metavar="sm_XY[a]",
-                   help="targets, e.g. sm_90a (default: this GPU's, or sm_90a without one)")
+                   help="targets, e.g. sm_90a (default: this GPU's, or sm_90a without one); sm_75 or newer, "
+                   "as CUDA 13 compiles; the Hopper ladder needs sm_90a")
     p.add_argument("--dtypes", nargs="+", choices=DTYPES, help="input dtypes (default: all a variant takes)")
-    p.add_argument("--jobs", type=int, help="compiler processes (default: one per core)")
+    p.add_argument("--jobs", type=_positive_int, help="compiler processes (default: one per core)")
     p.add_argument("--no-progress", action="store_true")
+
+
+def supported_archs() -> Optional[List[int]]:
+    """The targets this machine's CUDA compiler (NVRTC) supports, as numbers (75 for sm_75), or
+    None when NVRTC cannot say."""
+    try:
+        from cuda.bindings import nvrtc
+        err, archs = nvrtc.nvrtcGetSupportedArchs()
+        return sorted(int(a) for a in archs) if int(err) == 0 else None
+    except Exception:
+        return None
+
+
+def check_arch(arch: str, archs: Optional[List[int]] = None) -> tuple:
+    """``arch`` as a compute capability, or ValueError saying why this toolchain cannot target it."""
+    from numba_tc import build
+    from numba_tc.config import TOOLCHAIN_MIN_CC
+    cc = build.parse_cc(arch)
+    num = cc[0] * 10 + cc[1]
+    floor = "sm_%d%d" % TOOLCHAIN_MIN_CC
+    listed = ", ".join(f"sm_{a}" for a in archs) if archs else ""
+    if cc[:2] < TOOLCHAIN_MIN_CC:
+        raise ValueError(f"{arch} is older than CUDA 13's oldest target, {floor}: the toolchain numba_tc "
+                         f"compiles with (numba-cuda[cu13]) no longer builds for it" + (f"; targets: {listed}" if listed else ""))
+    if archs and num not in archs:
+        raise ValueError(f"{arch} is not a target of this CUDA compiler; targets: {listed} "
+                         "(each also as sm_XYa from sm_90a on)")
+    if len(cc) > 2 and num < 90:
+        raise ValueError(f"{arch}: architecture-specific targets (the 'a' suffix) exist from sm_90a on; "
+                         f"use sm_{num}")
+    return cc
+
+
+def runs_on_arch(v, cc) -> Optional[str]:
+    """Why variant ``v`` cannot be compiled for target ``cc`` ((9, 0, 'a') for sm_90a), or None."""
+    from numba_tc.config import TOOLCHAIN_MIN_CC
+    low = max(tuple(v.min_cc), TOOLCHAIN_MIN_CC)
+    if tuple(cc[:2]) < low:
+        return f"needs sm_{low[0]}{low[1]} or newer"
+    if v.max_cc is not None and (tuple(cc[:2]) != tuple(v.max_cc) or len(cc) < 3):
+        return f"runs only on sm_{v.max_cc[0]}{v.max_cc[1]}a (its instructions exist on that target alone)"
+    return None
 
 
 @command("compile", "compile kernels into the disk cache ahead of time (no GPU needed)", _compile_arguments)
 def cmd_compile(args) -> int:
-    from numba_tc import aot, build, cache
+    from numba_tc import aot, cache
+    import numba_tc
+    error = args.parser.error
+    archs = supported_archs()
     for a in args.arch or []:
         try:
-            build.parse_cc(a)
+            check_arch(a, archs)
         except ValueError as e:
-            args.parser.error(str(e))
+            error(str(e))
+    targets = args.arch or [aot._local_arch()]
+    named = [numba_tc.get_variant(n) for n in dict.fromkeys(args.variants or [])]
+    for v in named:
+        for a in targets:
+            why = runs_on_arch(v, check_arch(a))
+            if why:
+                error(f"variant {v.name} {why}, not {a}" + (" (add --arch sm_90a)" if "sm_90a" in why else ""))
+        if args.dtypes and not set(args.dtypes) & set(v.dtypes):
+            error(f"variant {v.name} takes {', '.join(v.dtypes)}, not {', '.join(args.dtypes)}")
     t = time.perf_counter()
-    recs = aot.precompile(args.variants, args.arch, args.dtypes, args.jobs, progress=not args.no_progress)
+    recs = []
+    for a in targets:
+        cc = check_arch(a)
+        vs = named or [v for v in numba_tc.variants() if runs_on_arch(v, cc) is None]
+        skipped = [v.name for v in numba_tc.variants() if not named and runs_on_arch(v, cc) is not None]
+        if skipped:
+            print(f"{a}: skipping {', '.join(skipped)} ({runs_on_arch(numba_tc.get_variant(skipped[0]), cc)})")
+        if vs:
+            recs += aot.precompile([v.name for v in vs], [a], args.dtypes, args.jobs, progress=not args.no_progress)
     new = [r for r in recs if not r["cached"]]
     print(f"{len(recs)} kernels for {', '.join(sorted({r['arch'] for r in recs})) or 'no target'}: "
           f"{len(new)} compiled ({sum(r['seconds'] for r in new):.0f} s of compiling, "
@@ -394,4 +573,11 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:              # e.g. piped into head: stop quietly
+        sys.stderr.close()
+        sys.exit(1)
+    except KeyboardInterrupt:
+        print("numba_tc: interrupted", file=sys.stderr)
+        sys.exit(130)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 from typing import Dict, List, Optional, Union
 
 import numpy as np
@@ -29,7 +30,7 @@ from .intrinsics import SIMULATOR
 from .plan import Plan
 
 __all__ = ["gemm", "variants", "get_variant", "register", "unregister", "registered", "variant_from",
-           "NoGPUError", "UnsupportedDeviceError", "EpilogueError", "device_capability"]
+           "NoGPUError", "UnsupportedDeviceError", "EpilogueError", "device_capability", "default_device"]
 
 _LADDER_ORDER = {"simt": 0, "mma": 1, "wgmma": 2}
 _REGISTRY: Dict[str, Variant] = {}
@@ -92,11 +93,48 @@ def variant_from(config, name: Optional[str] = None) -> Variant:
     raise TypeError(f"config must be a SimtConfig, MmaConfig or WgmmaConfig, got {type(config).__name__}")
 
 
-def _default_device() -> int:
-    """The device for NumPy operands: Numba's current device (made current if none is)."""
+def _cuda_initialized() -> bool:
+    """Whether this process has initialized the CUDA driver (numba_tc's or Numba's), read without
+    initializing it."""
+    import sys
+    if driver._INIT:
+        return True
+    nd = sys.modules.get("numba.cuda.cudadrv.driver")
+    return getattr(getattr(nd, "driver", None), "pid", None) is not None
+
+
+_FORKED_FROM: Optional[int] = None       # the parent's pid, in a child forked after CUDA was used
+
+
+def _after_fork_in_child() -> None:
+    global _FORKED_FROM
+    if _FORKED_FROM is None and _cuda_initialized():
+        _FORKED_FROM = os.getppid()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _check_not_forked() -> None:
+    """NoGPUError saying so in a child forked after its parent used CUDA, where every driver call
+    fails (CUDA cannot cross a fork) and the GPU would otherwise look absent."""
+    if _FORKED_FROM is not None and not SIMULATOR:
+        raise NoGPUError(f"CUDA cannot be used in this process: it was forked from process {_FORKED_FROM} "
+                         "after that one had initialized CUDA, and the CUDA driver does not survive a fork. "
+                         "Start worker processes with the spawn start method "
+                         "(multiprocessing.get_context('spawn'), or multiprocessing.set_start_method('spawn') "
+                         "before creating them; torch.multiprocessing likewise), or use CUDA in the parent "
+                         "only after forking.")
+
+
+def default_device() -> int:
+    """The device for NumPy operands: Numba's current device (made current if none is); 0 under
+    Numba's CUDA simulator. NoGPUError without a GPU, or in a child forked after CUDA was used."""
     from numba import cuda
     if SIMULATOR:
         return 0
+    _check_not_forked()
     if not cuda.is_available():
         raise NoGPUError("no CUDA GPU is available (numba.cuda.is_available() is False). To run "
                          "the float32 SIMT ladder in Numba's CUDA simulator (slow; tiny shapes), set "
@@ -112,7 +150,8 @@ def device_capability(device: Optional[int] = None):
     if SIMULATOR:
         from numba import cuda
         return tuple(cuda.get_current_device().compute_capability)
-    return driver.capability(_default_device() if device is None else device)
+    _check_not_forked()
+    return driver.capability(default_device() if device is None else device)
 
 
 def _runs_here(v: Variant, cc) -> bool:
@@ -240,7 +279,7 @@ class _Problem:
 
     def _device(self, a, b, out) -> int:
         if self.kind == "numpy" or SIMULATOR:
-            return _default_device()
+            return default_device()
         devs = [runtime.device_of(x, self.kind) for x in (a, b)]
         names = ["a", "b"]
         if out is not None:
@@ -333,6 +372,37 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
     returning the value to store; epilogue_args: arrays (of the operands' kind and device,
     indexed as in any Numba kernel) and ints or floats. A function is compiled into the kernel
     and cached on disk by its code: a new process reuses it, an edited one is rebuilt.
+
+    Returns the (M, N) result: a new array of ``a``'s kind, or ``out``.
+
+    Raises (each message names the argument and the problem):
+      TypeError: a and b of different kinds or dtypes, an unsupported dtype or array type, ``out``,
+        ``c``, ``bias`` or an epilogue array of another kind or dtype, an ``out_dtype`` the inputs
+        cannot produce, a variant that does not take this dtype, an ``epilogue`` that is not a
+        device function.
+      ValueError: operands that are not 2-D, inner dimensions that differ, ``out`` or ``c`` of the
+        wrong shape, ``out`` overlapping an input, strides with no unit-stride dimension, operands
+        on two GPUs, an unknown variant (the valid ones are listed), a named variant that cannot
+        run these operands, a bias of the wrong length, an unknown activation.
+      numba_tc.NoGPUError: no CUDA GPU, or a process forked after CUDA was used (start it with
+        the spawn start method instead).
+      numba_tc.UnsupportedDeviceError: a GPU too old (or too new: wgmma is sm_90a only) for the
+        named variant, or a variant Numba's CUDA simulator cannot run.
+      numba_tc.EpilogueError: an epilogue function that does not compile into the kernel (with
+        Numba's message).
+      numba_tc.CaptureError: NumPy operands while the stream is being captured into a CUDA graph.
+      numba_tc.CudaError: a CUDA driver call failed.
+
+    Example::
+
+        >>> import numpy as np, numba_tc
+        >>> a = np.ones((300, 200), np.float32); b = np.ones((200, 500), np.float32)
+        >>> c = numba_tc.gemm(a, b)                    # NumPy in, NumPy out: (300, 500) of 200.0
+        >>> c = numba_tc.gemm(a, b, variant="warptile", bias=np.arange(500, dtype=np.float32),
+        ...                   activation="relu")      # relu(a @ b + bias), one kernel
+        >>> import torch                               # torch CUDA tensors in, a tensor out
+        >>> x = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+        >>> y = numba_tc.gemm(x, x.T, out_dtype="float32")   # x.T: a column-major view, no copy
     """
     kind = array_kind(a)
     epi = None

@@ -27,7 +27,7 @@ import time
 from . import cache
 
 __all__ = ["ENTRY", "BODY", "entry_source", "key_material", "compile_cubin", "cubin", "KERNEL_MODULES",
-           "parse_cc"]
+           "parse_cc", "target", "link"]
 
 ENTRY = "numba_tc_kernel"
 BODY = "numba_tc_body"
@@ -121,7 +121,7 @@ def key_material(kernel, arch: str) -> str:
 
 
 @contextlib.contextmanager
-def _target(cc):
+def target(cc):
     """Numba compiles a called device function for ``get_current_device().compute_capability``,
     which needs a driver (and may not be the target): answer with the target instead."""
     from numba.cuda import dispatcher
@@ -137,7 +137,7 @@ def _target(cc):
         dispatcher.get_current_device = saved
 
 
-def _link(codes, arch: str):
+def link(codes, arch: str):
     """nvJitLink: LTO-IR inputs -> (cubin, info log); RuntimeError with the log on failure."""
     from cuda.bindings import nvjitlink as J
     h = J.create(3, [f"-arch={arch}", "-lto", "-Xptxas=-v"])
@@ -167,13 +167,13 @@ def compile_cubin(kernel, arch: str):
     from numba.cuda.cudadrv import nvrtc
     cc = parse_cc(arch)
     sig = types.void(*([types.int64] * len(kernel.params)))
-    with _LOCK, _target(cc):
+    with _LOCK, target(cc):
         # forceinline: the body is LTO-IR marked always-inline, optimised as the kernel it
         # becomes (without it NVVM kept one loop copy fewer in mma_tuned's main loop)
         codes, _ = compile_all(kernel.fn, sig, device=True, cc=cc, output="ltoir", abi="c",
                                abi_info={"abi_name": BODY}, forceinline=True)
         entry, _ = nvrtc.compile(entry_source(kernel), "numba_tc_entry.cu", cc, ltoir=True)
-    return _link(list(codes) + [entry], arch)
+    return link(list(codes) + [entry], arch)
 
 
 def cubin(kernel, arch: str) -> bytes:

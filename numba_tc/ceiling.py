@@ -61,10 +61,10 @@ def measure(dtype: str = "bfloat16", iters: int = 4096, blocks_per_sm: int = 4, 
     """TFLOP/s of the register-only mma.sync kernel on the current GPU (CUDA-event median)."""
     import numpy as np
     from . import driver
-    from .api import _default_device
+    from .api import default_device
     from .bench import time_gpu
     from .plan import Plan, Step
-    dev = _default_device()
+    dev = default_device()
     grid = driver.sm_count(dev) * blocks_per_sm
     out = cuda.device_array(grid * 128, np.float32)
     plan = Plan([Step(ceiling_kernel(dtype), grid, 128, lambda pa, pb, pc: (pc, iters))], dev, False)

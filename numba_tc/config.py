@@ -21,6 +21,9 @@ SMEM_PER_BLOCK_MAX = 227 * 1024   # opt-in dynamic shared memory per block on sm
 SMEM_PER_SM = 228 * 1024          # shared memory per SM on sm_90
 BLOCK_RESERVED = 1024             # shared memory the system reserves per block (sm_80+)
 WARP = 32
+# The oldest target CUDA 13's compilers build for (Turing): below it nothing compiles, whatever a
+# kernel's own minimum (Variant.min_cc) says.
+TOOLCHAIN_MIN_CC = (7, 5)
 
 
 def _need(cond: bool, what: str) -> None:
@@ -360,5 +363,9 @@ class Variant:
         return self.check(a, b, c) if self.check is not None else None
 
     def describe(self) -> str:
-        cc = f"sm_{self.min_cc[0]}{self.min_cc[1]}" + ("a" if self.max_cc == self.min_cc else "+")
-        return f"{self.name:<16} {self.ladder}/{self.rung}  {','.join(self.dtypes):<10} {cc:<7} {self.note}"
+        """One line (name, ladder/rung, dtypes, the oldest GPU it runs on, what it adds), and the
+        configuration on a second line when it has one."""
+        low = max(tuple(self.min_cc), TOOLCHAIN_MIN_CC)
+        cc = f"sm_{low[0]}{low[1]}" + ("a" if self.max_cc == self.min_cc else "+")
+        line = f"{self.name:<16} {self.ladder}/{self.rung}  {','.join(self.dtypes):<10} {cc:<7} {self.note}"
+        return line if self.config is None else f"{line}\n{'':<16} config: {self.config!r}"

@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 __all__ = ["Cubin", "compile_cubin", "find_cuobjdump"]
 
 
-@dataclass
+@dataclass(repr=False)
 class Cubin:
+    """A compiled cubin and what its SASS says. Its repr is a one-line summary (the cubin and
+    the SASS text are hundreds of kilobytes: read ``.sass`` or ``.counts`` for them)."""
     arch: str
     cubin: bytes
     link_log: str
@@ -62,6 +64,20 @@ class Cubin:
     def local_memory_ops(self) -> int:
         return self.count("LDL") + self.count("STL")
 
+    def __repr__(self) -> str:
+        parts = [self.arch, f"{len(self.cubin)} bytes", f"{self.registers} registers",
+                 f"{self.spill_bytes} spill bytes", f"{self.stack_bytes} stack bytes"]
+        if self.counts:
+            ops = sorted(((op, n) for op, n in self.counts.items() if op != "NOP"), key=lambda kv: (-kv[1], kv[0]))
+            parts.append(f"{sum(n for _, n in ops)} SASS instructions besides NOPs ("
+                         + ", ".join(f"{op} {n}" for op, n in ops[:6]) + (", ..." if len(ops) > 6 else "") + ")")
+            parts.append(f"{self.local_memory_ops} local-memory ops")
+        else:
+            parts.append("not disassembled")
+        return "Cubin(" + ", ".join(parts) + ")"
+
+    __str__ = __repr__
+
 
 def find_cuobjdump() -> str | None:
     exe = shutil.which("cuobjdump")
@@ -103,10 +119,10 @@ def compile_cubin(kernel, sig=None, cc=(9, 0, "a"), launch_bounds=None, disassem
         image, log = build.compile_cubin(kernel, arch)
     else:
         from numba.cuda.compiler import compile_all
-        with build._target(cc):
+        with build.target(cc):
             codes, _ = compile_all(kernel, sig, device=False, cc=cc, output="ltoir", abi="numba",
                                    launch_bounds=launch_bounds)
-        image, log = build._link(list(codes), arch)
+        image, log = build.link(list(codes), arch)
     out = Cubin(arch=arch, cubin=image, link_log=log)
     m = re.findall(r"Used (\d+) registers", log)
     out.registers = int(m[-1]) if m else -1

@@ -187,3 +187,142 @@ def test_main_job_without_a_gpu(capsys, monkeypatch, tmp_path):
     assert launched == [([sys.executable, "-m", "numba_tc", "demo", "--size", "21x38x19"], "1")]
     assert out.index("Numba's CUDA simulator") < out.index("Recorded on an NVIDIA H100")
     assert "warptile" in out and "mma_tuned" in out and "hopper" in out and "picture: " in out
+
+
+# ---------------------------------------------------------------------------------------------
+# First contact: every misuse a new user tried is an argument error or a clear message, never a
+# traceback (issue 21).
+
+@pytest.mark.parametrize("argv, words", [
+    (["compile", "--arch", "sm_35"], "older than CUDA 13's oldest target, sm_75"),
+    (["compile", "--arch", "sm_70", "--variants", "naive"], "oldest target, sm_75"),
+    (["compile", "--arch", "sm_99"], "sm_99 is not a target of this CUDA compiler"),
+    (["compile", "--arch", "sm_90", "--variants", "hopper"], "hopper runs only on sm_90a"),
+    (["compile", "--arch", "sm_100a", "--variants", "wgmma_tma"], "wgmma_tma runs only on sm_90a"),
+    (["compile", "--arch", "sm_75", "--variants", "mma_tuned"], "mma_tuned needs sm_80 or newer"),
+    (["compile", "--arch", "sm_80a"], "the 'a' suffix"),
+    (["compile", "--arch", "90"], "expected sm_XY"),
+    (["compile", "--jobs", "0"], "not a positive integer"),
+    (["compile", "--variants", "warptile", "--dtypes", "bfloat16"], "warptile takes float32, not bfloat16"),
+    (["compile", "--variants", "nosuch"], "unknown variant 'nosuch'"),
+])
+def test_compile_targets_and_variants_are_checked_before_compiling(argv, words, capsys, monkeypatch):
+    from numba_tc import aot
+    monkeypatch.setattr(aot, "precompile", lambda *a, **k: pytest.fail("compiled despite a bad argument"))
+    code, out = _exit_code(argv, capsys)
+    assert code == 2 and words in out.err and "Traceback" not in out.err, out.err
+
+
+def test_supported_archs_come_from_the_compiler():
+    archs = cli.supported_archs()
+    assert archs is None or (75 in archs and 90 in archs and min(archs) >= 75)
+    assert cli.check_arch("sm_90a") == (9, 0, "a") and cli.check_arch("sm_75") == (7, 5)
+
+
+def test_compile_for_plain_sm_90_skips_the_hopper_ladder_and_says_so(capsys, monkeypatch):
+    from numba_tc import aot
+    calls = []
+    monkeypatch.setattr(aot, "precompile", lambda vs, archs, *a, **k: calls.append((vs, archs)) or [])
+    assert cli.main(["compile", "--arch", "sm_90", "sm_90a", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "sm_90: skipping wgmma_tma" in out and "hopper" in out.split("sm_90: skipping")[1].splitlines()[0]
+    (vs90, a90), (vs90a, a90a) = calls
+    assert a90 == ["sm_90"] and "hopper" not in vs90 and "mma_tuned" in vs90 and "warptile" in vs90
+    assert a90a == ["sm_90a"] and "hopper" in vs90a
+
+
+def test_list_gives_the_toolchain_floor_and_each_configuration(capsys):
+    assert cli.main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "sm_35" not in out
+    lines = out.splitlines()
+    warptile = next(i for i, line in enumerate(lines) if line.startswith("warptile "))
+    assert "sm_75+" in lines[warptile] and "config: SimtConfig(bm=128, bn=64" in lines[warptile + 1]
+    assert "sm_90a" in next(line for line in lines if line.startswith("hopper "))
+    assert "sm_80+" in next(line for line in lines if line.startswith("mma_tuned "))
+
+
+def test_recorded_at_an_unrecorded_size_lists_the_recorded_ones(capsys):
+    assert cli.main(["recorded", "--size", "1234"]) == 1
+    err = capsys.readouterr().err
+    assert "nothing recorded at 1234^3" in err and "Recorded sizes" in err
+    assert "mma bfloat16: 4096^3, 8192^3" in err and "simt float32: 1024^3" in err
+    assert cli.main(["recorded", "--size", "1234", "--dtype", "tf32"]) == 1
+    err = capsys.readouterr().err
+    assert "mma tf32: 4096^3, 8192^3" in err and "simt" not in err
+
+
+@pytest.mark.parametrize("dtype, ladders", [("float16", ["mma_tuned", "hopper"]), ("tf32", ["mma_tuned"]),
+                                            ("bfloat16", ["mma_tuned", "hopper"])])
+def test_recorded_shows_other_dtypes(dtype, ladders, capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    assert cli.main(["recorded", "--dtype", dtype, "--size", "8192", "--plot", str(tmp_path / "p.png")]) == 0
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines() if f" {dtype} " in f" {line} " and "8192x" in line]
+    assert [r[r.index(dtype) - 1] for r in rows] == ladders
+    assert (tmp_path / "p.png").exists()
+
+
+def test_recorded_gives_commits_as_seven_digits(capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    assert cli.main(["recorded", "--size", "8192", "--plot", str(tmp_path / "p.png")]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    import re
+    commits = re.findall(r"\b[0-9a-f]{7,40}\b", head.split("at commit")[1])
+    assert commits and all(len(c) == 7 for c in commits), head
+    assert cli.short_commit("42d35c1e848d") == "42d35c1" and cli.short_commit("42d35c1e848d+dirty") == "42d35c1+dirty"
+    assert cli.short_commit("unknown") == "unknown"
+
+
+@pytest.mark.parametrize("content, words", [("[{\"variant\": ", "is not valid JSON (line 1"),
+                                            ("{\"a\": 1}", "not a list of benchmark records"),
+                                            ("\xff\xfe", "cannot be read")])
+def test_a_corrupt_results_file_is_a_clear_error(content, words, capsys, monkeypatch, tmp_path):
+    bad = tmp_path / "h100.json"
+    bad.write_text(content, encoding="latin-1")
+    monkeypatch.setenv(bench.RESULTS_ENV, str(bad))
+    assert cli.main(["recorded"]) == 1
+    err = capsys.readouterr().err
+    assert words in err and str(bad) in err and "Traceback" not in err
+
+
+def test_bench_silences_numba_performance_warnings_inside_its_progress_bar(capsys, monkeypatch, tmp_path):
+    """The main job on an H100 printed "Grid size 1 will likely result in GPU under-utilization"
+    in the middle of its progress bar (the spin kernel timed ahead of each measurement)."""
+    import warnings
+    import numba_tc
+    from numba.cuda.core import errors
+
+    def run(variants, sizes, dtype, layout, command, progress, budget_s):
+        warnings.warn(errors.NumbaPerformanceWarning("Grid size 1 will likely result in GPU under-utilization"))
+        progress.update(len(variants))
+        return [bench.Record(v.name, v.ladder, dtype, 64, 64, 64, 1.0, 2.0, 0.5, 1e-6, "fake", "c", command)
+                for v in variants]
+
+    monkeypatch.setattr(cli, "_gpu_present", lambda: True)
+    monkeypatch.setattr(numba_tc, "device_capability", lambda: (9, 0))
+    monkeypatch.setattr(bench, "run", run)
+    monkeypatch.setattr(bench, "_device_name", lambda: "fake GPU")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert cli.main(["--sizes", "64", "--no-progress", "--plot", str(tmp_path / "p.png")]) == 0
+    assert not [w for w in seen if "Grid size" in str(w.message)]
+
+
+MISUSE = [["compile", "--arch", "sm_35"], ["compile", "--arch", "sm_90", "--variants", "hopper"],
+          ["compile", "--arch", "sm_99"], ["recorded", "--size", "1234"], ["recorded", "--dtype", "float16"],
+          ["recorded", "--dtype", "tf32", "--size", "8192"], ["list"], ["--sizes", "4x4"], ["bench", "--dtype", "int8"]]
+
+
+@pytest.mark.parametrize("argv", MISUSE, ids=[" ".join(a) for a in MISUSE])
+def test_no_traceback_from_the_misuses_new_users_tried(argv, tmp_path):
+    """The real command line, in a fresh process (the first-contact list of issue 21)."""
+    p = _python("-m", "numba_tc", *argv, *(["--plot", str(tmp_path / "p.png")] if argv[0] == "recorded" else []))
+    assert "Traceback" not in p.stderr and p.returncode in (0, 1, 2), p.stderr
+
+
+def test_a_corrupt_results_file_in_a_fresh_process(tmp_path):
+    bad = tmp_path / "h100.json"
+    bad.write_text("[{]")
+    p = _python("-m", "numba_tc", "recorded", env={bench.RESULTS_ENV: str(bad)})
+    assert p.returncode == 1 and "is not valid JSON" in p.stderr and "Traceback" not in p.stderr
