@@ -333,7 +333,16 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
     returning the value to store; epilogue_args: arrays (of the operands' kind and device,
     indexed as in any Numba kernel) and ints or floats. A function is compiled into the kernel
     and cached on disk by its code: a new process reuses it, an edited one is rebuilt.
+
+    torch tensors that need a gradient, and calls torch.compile traces, go through the torch
+    operator ``torch.ops.numba_tc.gemm`` (``numba_tc.torch``: autograd, fake tensors).
     """
+    if type(a).__module__.startswith("torch"):   # a gradient or torch.compile: the torch operator
+        nt = _torch_ops()
+        if nt.needs_operator(a, b, c, bias):
+            return nt.gemm(a, b, variant, out=out, out_dtype=out_dtype, stream=stream, allow_tf32=allow_tf32,
+                           c=c, alpha=alpha, beta=beta, bias=bias, activation=activation, epilogue=epilogue,
+                           epilogue_args=epilogue_args)
     kind = array_kind(a)
     epi = None
     if not is_plain(c, alpha, beta, bias, activation, epilogue):
@@ -382,6 +391,18 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
         values = (pa, pb, po, 0) if epi is None else (pa, pb, po) + epi.values(call.plan.epilogue)
         call.plan.run(values, st)
     return out
+
+
+_NT = None
+
+
+def _torch_ops():
+    """numba_tc.torch (the torch operator), imported on the first torch tensor, never before."""
+    global _NT
+    if _NT is None:
+        from . import torch as nt
+        _NT = nt
+    return _NT
 
 
 def _overlap(p, span, q, span_q) -> bool:
