@@ -298,6 +298,10 @@ def operand_facts(x, kind: str) -> tuple:
     if kind == "torch":
         p = x.data_ptr()
         return (x.shape, x.stride(), x.dtype, p & 31, x.get_device()), p
+    if kind == "numba":
+        facts = arrays.numba_facts(x)
+        if facts is not None:
+            return facts
     iface = x.__cuda_array_interface__
     p = iface["data"][0]
     return (iface["shape"], iface.get("strides"), iface["typestr"], p & 31, runtime.device_of(x, kind)), p
@@ -377,8 +381,9 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
         if _overlap(po, so, pa, sa) or _overlap(po, so, pb, sb):
             raise ValueError("out overlaps a or b: the result would overwrite its own inputs")
     with driver.on_device(call.device):
+        st = runtime.stream_handle(stream) if stream is not None else runtime.current_stream(kind, call.device)
         if out is None:
-            out = arrays.new_like(kind, a, call.m, call.n, call.out_dtype)
+            out = arrays.new_like(kind, a, call.m, call.n, call.out_dtype, handle=st, device=call.device)
             po = arrays.address(out, kind)
         if call.plan is None:                     # an empty problem: zeros, or nothing to do
             if call.zero:
@@ -387,7 +392,6 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
                                      "epilogue to zeros directly")
                 _zero_fill(out, kind)
             return out
-        st = runtime.stream_handle(stream) if stream is not None else runtime.current_stream(kind, call.device)
         values = (pa, pb, po, 0) if epi is None else (pa, pb, po) + epi.values(call.plan.epilogue)
         call.plan.run(values, st)
     return out
