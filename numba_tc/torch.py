@@ -223,10 +223,9 @@ BIAS_FUSE_MIN_ROWS = 256
 
 
 def _cast_dtype(x: Tensor):
-    """The autocast dtype for x's device when autocast is on there, else None."""
-    dev = x.device.type
-    if torch.is_autocast_enabled(dev):
-        return torch.get_autocast_dtype(dev)
+    """The CUDA autocast dtype when autocast is on for CUDA (numba_tc's tensors), else None."""
+    if torch.is_autocast_enabled("cuda"):
+        return torch.get_autocast_dtype("cuda")
     return None
 
 
