@@ -401,11 +401,12 @@ _NT = None
 
 
 def _torch_ops():
-    """numba_tc.torch (the torch operator), imported on the first torch tensor, never before."""
+    """numba_tc.torch (the torch operator), imported on the first torch tensor, never before. (It
+    is the layer above this one, built on ``gemm``: loaded by name, not an import of this module.)"""
     global _NT
     if _NT is None:
-        from . import torch as nt
-        _NT = nt
+        import importlib
+        _NT = importlib.import_module("numba_tc.torch")
     return _NT
 
 
