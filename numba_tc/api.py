@@ -405,8 +405,8 @@ def _torch_ops():
     is the layer above this one, built on ``gemm``: loaded by name, not an import of this module.)"""
     global _NT
     if _NT is None:
-        import importlib
-        _NT = importlib.import_module("numba_tc.torch")
+        import numba_tc.torch             # (an import statement: torch.compile traces it)
+        _NT = numba_tc.torch
     return _NT
 
 

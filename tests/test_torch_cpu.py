@@ -268,3 +268,18 @@ def test_patched_model_on_meta_runs_through_the_operator():
     finally:
         ntt.gemm_op = real
     assert calls == [(6, 10), (10, 4)] and model[0].weight.grad.shape == (10, 6)
+
+
+def test_compile_before_any_eager_call_in_a_fresh_process():
+    """The first torch call of a process inside torch.compile(fullgraph=True): numba_tc.torch is
+    imported while Dynamo traces."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = ("import torch, numba_tc, sys\n"
+            "a = torch.empty(64, 32, device='meta', dtype=torch.bfloat16, requires_grad=True)\n"
+            "b = torch.empty(32, 48, device='meta', dtype=torch.bfloat16, requires_grad=True)\n"
+            "f = torch.compile(lambda a, b: numba_tc.gemm(a, b), fullgraph=True, backend='aot_eager')\n"
+            "f(a, b).sum().backward()\n"
+            "assert a.grad.shape == (64, 32) and 'numba_tc.torch' in sys.modules\n"
+            "print('ok')\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=600)
+    assert p.returncode == 0 and "ok" in p.stdout, p.stderr[-3000:]
