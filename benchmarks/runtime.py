@@ -3,8 +3,8 @@ call of a fresh process with a cold and a warm kernel cache. Writes JSON records
 
     python benchmarks/runtime.py --json benchmarks/results/runtime_h100.json [--profile]
 
-host_us: ``gemm(a, b, variant=v)`` on 64x64x64 torch tensors (the result allocated by the call,
-as a user writes it), in rounds alternating with ``torch.matmul(a, b)``: calls per second over a
+host_us: ``gemm(a, b, variant=v)`` on 64x64x64 torch tensors and on Numba device arrays
+(``"array": "torch"`` / ``"numba"``; the result allocated by the call, as a user writes it), in rounds alternating with ``torch.matmul(a, b)``: calls per second over a
 batch of 1000, synchronized at the end, so the figure is the larger of the host's cost and the
 GPU's; ``host_only_us`` times 200 calls without waiting for the GPU (the enqueue cost alone).
 first_call: a new Python process imports numba_tc, makes its operands, and times its first
@@ -19,6 +19,8 @@ import tempfile
 import time
 
 HOST = [("auto", "bfloat16"), ("hopper", "bfloat16"), ("mma_tuned", "bfloat16"), ("warptile", "float32")]
+# Numba device arrays (no bfloat16 arrays in Numba: fp16 on the tensor-core rungs)
+HOST_NUMBA = [("auto", "float16"), ("hopper", "float16"), ("mma_tuned", "float16"), ("warptile", "float32")]
 FIRST = [("hopper", "bfloat16"), ("mma_tuned", "bfloat16"), ("warptile", "float32")]
 
 
@@ -35,14 +37,24 @@ def _per_call_us(fn, n, sync):
     return dt
 
 
+def _operands(array, size, dtype):
+    """(a, b) for numba_tc and (ta, tb) for torch.matmul: the same values."""
+    import torch
+    ta, tb = (torch.randn(size, size, device="cuda", dtype=getattr(torch, dtype)) for _ in range(2))
+    if array == "torch":
+        return (ta, tb), (ta, tb)
+    from numba import cuda
+    return (cuda.as_cuda_array(ta), cuda.as_cuda_array(tb)), (ta, tb)
+
+
 def host_records(size, rounds, meta):
     import torch
     import numba_tc
     out = []
-    for variant, dtype in HOST:
-        a, b = (torch.randn(size, size, device="cuda", dtype=getattr(torch, dtype)) for _ in range(2))
+    for array, variant, dtype in [("torch",) + h for h in HOST] + [("numba",) + h for h in HOST_NUMBA]:
+        (a, b), (ta, tb) = _operands(array, size, dtype)
         ours = lambda: numba_tc.gemm(a, b, variant=variant)          # noqa: E731
-        theirs = lambda: torch.matmul(a, b)                          # noqa: E731
+        theirs = lambda: torch.matmul(ta, tb)                        # noqa: E731
         for _ in range(50):
             ours(), theirs()
         us, tus, host = [], [], []
@@ -50,10 +62,10 @@ def host_records(size, rounds, meta):
             us.append(_per_call_us(ours, 1000, True))
             tus.append(_per_call_us(theirs, 1000, True))
             host.append(_per_call_us(ours, 200, False))
-        rec = dict(kind="host_us", variant=variant, dtype=dtype, m=size, n=size, k=size,
+        rec = dict(kind="host_us", array=array, variant=variant, dtype=dtype, m=size, n=size, k=size,
                    us_per_call=round(statistics.median(us), 2), torch_us_per_call=round(statistics.median(tus), 2),
                    host_only_us=round(statistics.median(host), 2), **meta)
-        print(f"{variant:<10} {dtype:<9} {rec['us_per_call']:7.1f} us/call  (host only {rec['host_only_us']:.1f})  "
+        print(f"{array:<6} {variant:<10} {dtype:<9} {rec['us_per_call']:7.1f} us/call  (host only {rec['host_only_us']:.1f})  "
               f"torch.matmul {rec['torch_us_per_call']:.1f}", flush=True)
         out.append(rec)
     return out
@@ -95,6 +107,16 @@ def main():
         for _ in range(2000):
             numba_tc.gemm(a, a)
         prof.disable()
+        pstats.Stats(prof).sort_stats("tottime").print_stats(15)
+        from numba import cuda
+        na = cuda.as_cuda_array(a.half())
+        numba_tc.gemm(na, na)
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(2000):
+            numba_tc.gemm(na, na)
+        prof.disable()
+        print("Numba device arrays (fp16):")
         pstats.Stats(prof).sort_stats("tottime").print_stats(15)
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)

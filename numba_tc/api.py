@@ -337,6 +337,10 @@ def operand_facts(x, kind: str) -> tuple:
     if kind == "torch":
         p = x.data_ptr()
         return (x.shape, x.stride(), x.dtype, p & 31, x.get_device()), p
+    if kind == "numba":
+        facts = arrays.numba_facts(x)
+        if facts is not None:
+            return facts
     iface = x.__cuda_array_interface__
     p = iface["data"][0]
     return (iface["shape"], iface.get("strides"), iface["typestr"], p & 31, runtime.device_of(x, kind)), p
@@ -373,6 +377,9 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
     indexed as in any Numba kernel) and ints or floats. A function is compiled into the kernel
     and cached on disk by its code: a new process reuses it, an edited one is rebuilt.
 
+    torch tensors that need a gradient, and calls torch.compile traces, go through the torch
+    operator ``torch.ops.numba_tc.gemm`` (``numba_tc.torch``: autograd, fake tensors).
+
     Returns the (M, N) result: a new array of ``a``'s kind, or ``out``.
 
     Raises (each message names the argument and the problem):
@@ -404,6 +411,12 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
         >>> x = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
         >>> y = numba_tc.gemm(x, x.T, out_dtype="float32")   # x.T: a column-major view, no copy
     """
+    if type(a).__module__.startswith("torch"):   # a gradient or torch.compile: the torch operator
+        nt = _torch_ops()
+        if nt.needs_operator(a, b, c, bias):
+            return nt.gemm(a, b, variant, out=out, out_dtype=out_dtype, stream=stream, allow_tf32=allow_tf32,
+                           c=c, alpha=alpha, beta=beta, bias=bias, activation=activation, epilogue=epilogue,
+                           epilogue_args=epilogue_args)
     kind = array_kind(a)
     epi = None
     if not is_plain(c, alpha, beta, bias, activation, epilogue):
@@ -438,8 +451,9 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
         if _overlap(po, so, pa, sa) or _overlap(po, so, pb, sb):
             raise ValueError("out overlaps a or b: the result would overwrite its own inputs")
     with driver.on_device(call.device):
+        st = runtime.stream_handle(stream) if stream is not None else runtime.current_stream(kind, call.device)
         if out is None:
-            out = arrays.new_like(kind, a, call.m, call.n, call.out_dtype)
+            out = arrays.new_like(kind, a, call.m, call.n, call.out_dtype, handle=st, device=call.device)
             po = arrays.address(out, kind)
         if call.plan is None:                     # an empty problem: zeros, or nothing to do
             if call.zero:
@@ -448,10 +462,22 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
                                      "epilogue to zeros directly")
                 _zero_fill(out, kind)
             return out
-        st = runtime.stream_handle(stream) if stream is not None else runtime.current_stream(kind, call.device)
         values = (pa, pb, po, 0) if epi is None else (pa, pb, po) + epi.values(call.plan.epilogue)
         call.plan.run(values, st)
     return out
+
+
+_NT = None
+
+
+def _torch_ops():
+    """numba_tc.torch (the torch operator), imported on the first torch tensor, never before. (It
+    is the layer above this one, built on ``gemm``: loaded by name, not an import of this module.)"""
+    global _NT
+    if _NT is None:
+        import numba_tc.torch             # (an import statement: torch.compile traces it)
+        _NT = numba_tc.torch
+    return _NT
 
 
 def _overlap(p, span, q, span_q) -> bool:

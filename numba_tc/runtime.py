@@ -32,6 +32,8 @@ _TORCH_RAW = None
 
 def current_stream(kind: str, dev: int) -> int:
     """The caller's current stream on device ``dev`` for arrays of this kind."""
+    if kind == "numba" or kind == "numpy":
+        return 0                 # Numba's default stream: its handle is always CU_STREAM_DEFAULT (0)
     if kind == "torch":
         global _TORCH_RAW
         if _TORCH_RAW is None:
