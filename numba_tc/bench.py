@@ -149,8 +149,9 @@ class _Backend:
             try:
                 import cupy
             except ImportError:
-                raise NoCublasError("the cuBLAS comparison needs torch (with CUDA) or CuPy: "
-                                    "pip install torch, or pip install cupy-cuda13x") from None
+                raise NoCublasError("the cuBLAS comparison needs CuPy or torch (with CUDA): in a clone, "
+                                    "uv run --extra bench --extra gpu python -m numba_tc; elsewhere, "
+                                    "pip install 'cupy-cuda13x[ctk]'") from None
             self.cupy, self.name = cupy, "cupy"
 
     def set_tf32(self, on: bool):

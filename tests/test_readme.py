@@ -66,19 +66,28 @@ def test_readme_has_code_blocks_and_every_fence_is_understood():
         assert tier in TIER_MARK, f"README line {line}: unknown tier {tier}"
 
 
+PEER_OF = {"numba_tc.torch": "torch"}      # our modules that import an optional package
+
+
 @pytest.mark.parametrize("block", PYTHON, ids=_id)
 def test_python_block_imports_resolve(block):
     """Without running the block: every module it imports exists and every name it takes from
     one is there (the stale ``from numba_tc.link import ...`` failed here)."""
     tree = ast.parse(block[1])
+
+    def absent(name):        # an optional package, or a module of ours built on one, without it here
+        root = PEER_OF.get(name, name.split(".")[0])
+        if root in OPTIONAL and importlib.util.find_spec(root) is None:
+            assert name not in PEER_OF or importlib.util.find_spec(name.split(".")[0]), name
+            return True
+        return False
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name.split(".")[0] in OPTIONAL and importlib.util.find_spec(alias.name.split(".")[0]) is None:
-                    continue
-                importlib.import_module(alias.name)
+                if not absent(alias.name):
+                    importlib.import_module(alias.name)
         elif isinstance(node, ast.ImportFrom):
-            if node.module.split(".")[0] in OPTIONAL and importlib.util.find_spec(node.module.split(".")[0]) is None:
+            if absent(node.module):
                 continue
             mod = importlib.import_module(node.module)
             for alias in node.names:
@@ -135,6 +144,13 @@ CHEAP = {"list", "recorded", "-h", "--help"}
 def check_command(env, argv, tmp_path) -> str:
     """Check one README command; returns what was done."""
     prog = argv[0]
+    if prog == "uv" and argv[1:2] == ["run"]:          # uv run [--extra X]... COMMAND: the extras exist
+        extras = _pyproject()["project"].get("optional-dependencies", {})
+        rest = argv[2:]
+        while rest and rest[0] == "--extra":
+            assert rest[1] in extras, f"no extra {rest[1]}"
+            rest = rest[2:]
+        return "uv: " + check_command(env, rest, tmp_path)
     if prog in ("python", "python3") and argv[1:3] == ["-m", "numba_tc"]:
         from numba_tc import __main__ as cli
         rest = argv[3:]
