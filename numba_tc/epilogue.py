@@ -15,7 +15,8 @@ C's transposed view and the bias on the other axis, and ``swap`` gives the user'
 own (row, col).
 
 The function runs on whole tiles: at positions past C's edges (a tile's padding, never stored)
-it is called with the row and column clamped to C's last ones, so that no element needs a branch
+it may be called with the row and column clamped to C's last ones (when the epilogue reads at
+most one array per element), so that no element needs a branch
 and every element's loads can be in flight at once. It must therefore only compute a value (no
 writes, no atomics). Python floats among its arguments arrive as float32 (the accumulator's
 type), ``np.float64`` values as float64.
@@ -161,6 +162,11 @@ class Epilogue:
                 out += [f"u{i}_shape{d}" for d in range(kind[2])] + [f"u{i}_stride{d}" for d in range(kind[2])]
         return tuple(out)
 
+    def loads(self) -> int:
+        """Arrays the epilogue reads per element (c, bias, the user's arrays)."""
+        user = sum(k[0] == "array" for k in self.user.args) if self.user else 0
+        return (self.c is not None) + (self.bias is not None) + user
+
     def flipped(self) -> "Epilogue":
         """The same epilogue for the kernel that computes C^T."""
         c = None if self.c is None else (self.c[0], not self.c[1])
@@ -246,12 +252,18 @@ def make(spec: Epilogue):
     if spec.plain:
         lines.append("    return v")
     else:
-        # Positions past C's edges (a tile's padding, never stored) are computed at C's last
-        # row/column rather than skipped: no branch per element, so the compiler can put every
-        # element's loads in flight together.
-        lines += [f"    row = min(row, {at['M']} - 1)",
-                  f"    col = min(col, {at['N']} - 1)",
-                  "    x = v"]
+        if spec.loads() <= 1:
+            # Positions past C's edges (a tile's padding, never stored) are computed at C's last
+            # row/column rather than skipped: no branch per element, so the compiler can put
+            # every element's load in flight together.
+            lines += [f"    row = min(row, {at['M']} - 1)",
+                      f"    col = min(col, {at['N']} - 1)"]
+        else:
+            # several loads per element, all in flight for a group of elements, would need more
+            # registers than the tensor-core ladders have beside their accumulators (they spill)
+            lines += [f"    if row >= {at['M']} or col >= {at['N']}:",
+                      "        return v"]
+        lines.append("    x = v")
         if spec.alpha:
             lines.append(f"    x = x * f32_bits({at['alpha']})")
         if spec.c is not None:
