@@ -110,3 +110,17 @@ def assert_shapes(variant, shapes, **kw):
         r = verify.check(variant, m, n, k, **kw)
         assert r.ok, f"{name}: {r}"
 
+
+def torch_epilogue_reference(a, b, c=None, bias=None, alpha=1.0, beta=0.0, activation=None):
+    """``act(alpha * a @ b + beta * c + bias)`` in float64 with torch (bias of length N: per
+    column, else per row): the reference of the torch tests, CPU and GPU."""
+    import torch
+    z = alpha * (a.double() @ b.double())
+    if c is not None:
+        z = z + beta * c.double()
+    if bias is not None:
+        z = z + (bias.double()[None, :] if bias.shape[0] == b.shape[1] else bias.double()[:, None])
+    f = {None: lambda v: v, "relu": torch.relu, "silu": torch.nn.functional.silu,
+         "gelu": torch.nn.functional.gelu,
+         "gelu_tanh": lambda v: torch.nn.functional.gelu(v, approximate="tanh")}[activation]
+    return f(z)

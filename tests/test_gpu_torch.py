@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import numba_tc
+from conftest import torch_epilogue_reference
 
 try:
     import torch
@@ -40,16 +41,7 @@ def _rel(x, ref):
     return float(torch.linalg.norm(x - ref) / max(float(torch.linalg.norm(ref)), 1e-30))
 
 
-def _ref(a, b, c=None, bias=None, alpha=1.0, beta=0.0, activation=None):
-    z = alpha * (a.double() @ b.double())
-    if c is not None:
-        z = z + beta * c.double()
-    if bias is not None:
-        z = z + (bias.double()[None, :] if bias.shape[0] == b.shape[1] else bias.double()[:, None])
-    f = {None: lambda v: v, "relu": torch.relu, "silu": torch.nn.functional.silu,
-         "gelu": torch.nn.functional.gelu,
-         "gelu_tanh": lambda v: torch.nn.functional.gelu(v, approximate="tanh")}[activation]
-    return f(z)
+_ref = torch_epilogue_reference
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])

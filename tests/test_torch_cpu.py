@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch")
 
 import numba_tc                      # noqa: E402
 import numba_tc.torch as ntt        # noqa: E402
+from conftest import torch_epilogue_reference   # noqa: E402
 from torch import nn                 # noqa: E402
 
 pytestmark = pytest.mark.cpu
@@ -107,15 +108,7 @@ def test_fake_checks_shapes():
 
 def _reference(a, b, c, bias, alpha, beta, activation, out_dtype, variant, allow_tf32):
     """The operator's arithmetic in float64 (stands in for numba_tc's kernels)."""
-    z = alpha * (a.double() @ b.double())
-    if c is not None:
-        z = z + beta * c.double()
-    if bias is not None:
-        z = z + (bias.double()[None, :] if bias.shape[0] == b.shape[1] else bias.double()[:, None])
-    f = {None: lambda v: v, "relu": torch.relu, "silu": torch.nn.functional.silu,
-         "gelu": torch.nn.functional.gelu,
-         "gelu_tanh": lambda v: torch.nn.functional.gelu(v, approximate="tanh")}[activation]
-    return f(z).to(out_dtype or a.dtype)
+    return torch_epilogue_reference(a, b, c, bias, alpha, beta, activation).to(out_dtype or a.dtype)
 
 
 @pytest.mark.parametrize("ta, tb", [(False, False), (False, True), (True, False), (True, True)])
