@@ -97,7 +97,7 @@ def _cuda_initialized() -> bool:
     """Whether this process has initialized the CUDA driver (numba_tc's or Numba's), read without
     initializing it."""
     import sys
-    if driver._INIT:
+    if driver.initialized():
         return True
     nd = sys.modules.get("numba.cuda.cudadrv.driver")
     return getattr(getattr(nd, "driver", None), "pid", None) is not None

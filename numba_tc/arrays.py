@@ -17,6 +17,7 @@ from typing import Any, Tuple
 
 import numpy as np
 
+from .errors import CudaError
 from .intrinsics import SIMULATOR
 from .layout import ITEMSIZE
 
@@ -256,12 +257,11 @@ class _Blocks:
                 self.cached -= nbytes
                 return lst.pop()
         from . import driver
-        cu = driver._CU or driver._cu()
-        err, p = cu.cuMemAlloc(nbytes)
-        if int(err) != 0:                            # out of memory: give the cached blocks back
+        try:
+            return driver.mem_alloc(nbytes)
+        except CudaError:                            # out of memory: give the cached blocks back
             self.release()
-            p = driver.check(cu.cuMemAlloc(nbytes), "cuMemAlloc")
-        return int(p)
+            return driver.mem_alloc(nbytes)
 
     def give(self, p: int, nbytes: int, stream: int) -> None:
         with self.lock:
@@ -284,7 +284,7 @@ class _Blocks:
         from . import driver
         try:
             with driver.on_device(self.dev):
-                (driver._CU or driver._cu()).cuMemFree(p)
+                driver.mem_free(p)
         except Exception:                            # (interpreter shutdown, a capture: leave it)
             pass
 

@@ -17,7 +17,8 @@ from .errors import CudaError, UnsupportedDeviceError
 
 __all__ = ["libcuda", "check", "device_count", "on_device", "current_device", "capability", "sm_count",
            "smem_optin", "arch", "Function", "load", "occupancy", "max_active_clusters", "launch",
-           "stream_is_capturing", "device_of_pointer", "dims", "Params"]
+           "stream_is_capturing", "device_of_pointer", "dims", "Params", "initialized",
+           "mem_alloc", "mem_free"]
 
 _LOCK = threading.RLock()
 _LIB = None
@@ -55,6 +56,21 @@ def check(result, what: str):
 
 
 _INIT = False
+
+
+def initialized() -> bool:
+    """Whether numba_tc has initialized the CUDA driver in this process."""
+    return _INIT
+
+
+def mem_alloc(nbytes: int) -> int:
+    """``cuMemAlloc`` in the current context: the address, or CudaError."""
+    return int(check((_CU or _cu()).cuMemAlloc(nbytes), "cuMemAlloc"))
+
+
+def mem_free(p: int) -> None:
+    """``cuMemFree`` in the current context."""
+    check((_CU or _cu()).cuMemFree(p), "cuMemFree")
 
 
 def _init():
