@@ -4,13 +4,13 @@
 ``python -m numba_tc`` benchmarks them against cuBLAS (or runs the simulator demo without a GPU).
 """
 from . import sass
-from .api import (device_capability, gemm, get_variant, register, registered, unregister, variant_from,
+from .api import (device_capability, explain, gemm, get_variant, register, registered, unregister, variant_from,
                   variants)
 from .aot import precompile
 from .config import MmaConfig, SimtConfig, Variant, WgmmaConfig
 from .errors import CaptureError, ConfigError, CudaError, EpilogueError, NoGPUError, UnsupportedDeviceError
 
 __version__ = "0.1.0"
-__all__ = ["gemm", "variants", "get_variant", "register", "unregister", "registered", "variant_from",
+__all__ = ["gemm", "explain", "variants", "get_variant", "register", "unregister", "registered", "variant_from",
            "precompile", "Variant", "SimtConfig", "MmaConfig", "WgmmaConfig", "ConfigError", "NoGPUError",
            "UnsupportedDeviceError", "CudaError", "CaptureError", "EpilogueError", "device_capability", "sass", "__version__"]

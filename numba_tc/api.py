@@ -29,7 +29,7 @@ from .errors import CaptureError, EpilogueError, NoGPUError, UnsupportedDeviceEr
 from .intrinsics import SIMULATOR
 from .plan import Plan
 
-__all__ = ["gemm", "variants", "get_variant", "register", "unregister", "registered", "variant_from",
+__all__ = ["gemm", "explain", "variants", "get_variant", "register", "unregister", "registered", "variant_from",
            "NoGPUError", "UnsupportedDeviceError", "EpilogueError", "device_capability", "default_device"]
 
 _LADDER_ORDER = {"simt": 0, "mma": 1, "wgmma": 2}
@@ -300,10 +300,13 @@ class _Problem:
             A, B, C = B.transposed(), A.transposed(), C.transposed()
         v = pick(self.cands, A, B, C, self.named)
         if epi is None:
-            return Plan(v.plan(A, B, C, self.device), self.device, swap)
+            plan = Plan(v.plan(A, B, C, self.device), self.device, swap)
+            plan.variant = v.name
+            return plan
         spec = epi.spec.flipped() if swap else epi.spec
         try:
             plan = Plan(v.plan(A, B, C, self.device, epi=spec), self.device, swap)
+            plan.variant = v.name
         except Exception as e:
             if spec.user is None or not _numba_error(e):
                 raise
@@ -465,6 +468,18 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
         values = (pa, pb, po, 0) if epi is None else (pa, pb, po) + epi.values(call.plan.epilogue)
         call.plan.run(values, st)
     return out
+
+
+def explain(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=None, allow_tf32: bool = False) -> str:
+    """What ``gemm(a, b, variant, out=out, ...)`` on these GPU arrays runs, without running it:
+    the variant chosen and its launches, e.g. "hopper: 128x256 split-K 4; fixup". (The plan is
+    made and cached, so its kernels are compiled or loaded.)"""
+    kind = array_kind(a)
+    if kind == "numpy" or SIMULATOR:
+        raise TypeError("explain() takes GPU arrays (torch, CuPy, Numba): NumPy operands are copied "
+                        "to the GPU first, and planned there")
+    call = _prepare(a, b, variant, out, out_dtype, allow_tf32, kind)
+    return "empty: nothing to launch" if call.plan is None else call.plan.describe()
 
 
 _NT = None

@@ -18,7 +18,7 @@ from .errors import CudaError, UnsupportedDeviceError
 __all__ = ["libcuda", "check", "device_count", "on_device", "current_device", "capability", "sm_count",
            "smem_optin", "arch", "Function", "load", "occupancy", "max_active_clusters", "launch",
            "stream_is_capturing", "device_of_pointer", "dims", "Params", "initialized",
-           "mem_alloc", "mem_free"]
+           "mem_alloc", "mem_alloc_during_capture", "mem_free"]
 
 _LOCK = threading.RLock()
 _LIB = None
@@ -66,6 +66,20 @@ def initialized() -> bool:
 def mem_alloc(nbytes: int) -> int:
     """``cuMemAlloc`` in the current context: the address, or CudaError."""
     return int(check((_CU or _cu()).cuMemAlloc(nbytes), "cuMemAlloc"))
+
+
+def mem_alloc_during_capture(nbytes: int) -> int:
+    """``cuMemAlloc`` that is allowed while a stream of this thread (or another) is being
+    captured: the thread's capture mode is relaxed for the call and restored. (Under the
+    default, global mode, an allocation during a capture fails: a graph does not record it. A
+    buffer allocated so and never freed is still there at every replay.)"""
+    cu = _CU or _cu()
+    relaxed = cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
+    old = check(cu.cuThreadExchangeStreamCaptureMode(relaxed), "cuThreadExchangeStreamCaptureMode")
+    try:
+        return mem_alloc(nbytes)
+    finally:
+        check(cu.cuThreadExchangeStreamCaptureMode(old), "cuThreadExchangeStreamCaptureMode")
 
 
 def mem_free(p: int) -> None:

@@ -39,9 +39,11 @@ reason, and ``variant="auto"`` falls back to the mma.sync ladder for them.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from numba import cuda, float32, uint32
 
-from . import layout
+from . import fixup, layout, repack, workspace
 from .config import Variant, WgmmaConfig
 from .epilogue import PLAIN
 from .epilogue import make as make_epilogue
@@ -63,8 +65,9 @@ __all__ = ["RUNGS", "wgmma_kernel", "PARAMS", "WGMMA_TYPE", "variant_from"]
 
 WGMMA_TYPE = {"float16": 0, "bfloat16": 1}      # ptx/hopper.cu: wgmma's input type argument
 _WGMMA = {64: wgmma_m64n64k16, 128: wgmma_m64n128k16, 256: wgmma_m64n256k16}
-# Kernel parameters: tensor maps of A, B and C (by value); C's address; M, N, K; ldc
-PARAMS = ("map",) * 3 + ("i64",) * 5
+# Kernel parameters: tensor maps of A, B and C (by value); C's address; M, N, K; ldc; K slices per
+# split (split-K kernels; others ignore it)
+PARAMS = ("map",) * 3 + ("i64",) * 6
 
 
 # ---------------------------------------------------------------------------------------------
@@ -213,6 +216,25 @@ def _tile(ct, rank, grid_m, grid_n, GROUP, BM, BN, CL):
 
 
 @device
+def _unit(u, ntiles, kper, ktiles, rank, grid_m, grid_n, GROUP, BM, BN, CL, SPLIT):
+    """Scheduler: work unit ``u`` -> its tile's origin, its split ``s`` and its K slices
+    [k0, k0 + kn). Without SPLIT a unit is a whole tile. With it, units go split by split
+    (s = u // ntiles): blocks that run at the same time take the same K range of different
+    tiles, and share its panels of A and B in L2."""
+    s = 0
+    ct = u
+    k0 = 0
+    kn = ktiles
+    if SPLIT:
+        s = u // ntiles
+        ct = u - s * ntiles
+        k0 = s * kper
+        kn = min(kper, ktiles - k0)
+    bm0, bn0 = _tile(ct, rank, grid_m, grid_n, GROUP, BM, BN, CL)
+    return bm0, bn0, s, k0, kn
+
+
+@device
 def _init_ring(bars, tma_a, tma_b, S, ARRIVALS, CL):
     """Thread 0 initialises a full and an empty mbarrier per stage (full[s] at bars + 8s, empty[s]
     at bars + 8(S + s)) and prefetches the operands' tensor maps; every thread (of the cluster)
@@ -231,17 +253,17 @@ def _init_ring(bars, tma_a, tma_b, S, ARRIVALS, CL):
 
 
 @device
-def _producer(tma_a, tma_b, sbase, bars, cid, nclusters, ntiles, rank, grid_m, grid_n, ktiles,
-              GROUP, A_KM, B_KM, BM, BN, BK, A_BYTES, STAGE, S, CL):
-    """Producer (one thread): for each tile the scheduler gives, wait until the cluster has
+def _producer(tma_a, tma_b, sbase, bars, cid, nclusters, ntiles, nunits, kper, rank, grid_m, grid_n, ktiles,
+              GROUP, A_KM, B_KM, BM, BN, BK, A_BYTES, STAGE, S, CL, SPLIT):
+    """Producer (one thread): for each unit the scheduler gives, wait until the cluster has
     released a stage, then TMA the next K slice into it."""
     s = 0
     ph = 0
-    for ct in range(cid, ntiles, nclusters):
-        bm0, bn0 = _tile(ct, rank, grid_m, grid_n, GROUP, BM, BN, CL)
-        for t in range(ktiles):
+    for u in range(cid, nunits, nclusters):
+        bm0, bn0, _, k0, kn = _unit(u, ntiles, kper, ktiles, rank, grid_m, grid_n, GROUP, BM, BN, CL, SPLIT)
+        for t in range(kn):
             mbar_wait(bars + 8 * (S + s), ph ^ 1)
-            _produce(tma_a, tma_b, sbase + s * STAGE, bars + 8 * s, bm0, bn0, t * BK, rank,
+            _produce(tma_a, tma_b, sbase + s * STAGE, bars + 8 * s, bm0, bn0, (k0 + t) * BK, rank,
                      A_KM, B_KM, BM, BN, A_BYTES, STAGE, CL)
             s, ph = _advance(s, ph, S)
 
@@ -281,10 +303,11 @@ def _epilogue(acc, C, tmc, ebase, nbox, bm0, bn0, a_row0, m_warp, ldc, M, N, wg,
 
 
 @device
-def _consumer(acc, pacc, C, tmc, sbase, ebase, bars, cid, nclusters, ntiles, rank, grid_m, grid_n, ktiles,
-              ldc, M, N, wg, tid, TMA_C, vc, GROUP, A_KM, B_KM, BM, BN, WG_M, A_BYTES, STAGE, S, CL, MI, NI,
-              NACC, KND, WG, NBOX, COLS, OUT_ITEM, OUT_K, EB, EPI, ep):
-    """A consumer warpgroup: for each tile the scheduler gives, the mainloop, then the epilogue."""
+def _consumer(acc, pacc, C, tmc, sbase, ebase, bars, cid, nclusters, ntiles, nunits, kper, rank, grid_m, grid_n,
+              ktiles, ldc, M, N, wg, tid, TMA_C, vc, GROUP, A_KM, B_KM, BM, BN, WG_M, A_BYTES, STAGE, S, CL, MI,
+              NI, NACC, KND, WG, NBOX, COLS, OUT_ITEM, OUT_K, EB, EPI, ep, SPLIT):
+    """A consumer warpgroup: for each unit the scheduler gives, the mainloop, then the epilogue.
+    A split-K unit writes its partial sum to plane s of C (``fixup`` adds the planes)."""
     tw = tid & 127
     lane = tid & 31
     a_row0 = wg * WG_M                                # this consumer's rows of the A tile
@@ -292,14 +315,14 @@ def _consumer(acc, pacc, C, tmc, sbase, ebase, bars, cid, nclusters, ntiles, ran
     s = 0
     ph = 0
     nbox = 0
-    for ct in range(cid, ntiles, nclusters):
-        bm0, bn0 = _tile(ct, rank, grid_m, grid_n, GROUP, BM, BN, CL)
+    for u in range(cid, nunits, nclusters):
+        bm0, bn0, sp, _, kn = _unit(u, ntiles, kper, ktiles, rank, grid_m, grid_n, GROUP, BM, BN, CL, SPLIT)
         for i in range(NACC):
             acc[i] = float32(0)
-        s, ph = _mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0, lane, A_BYTES, A_KM, B_KM, MI, BN, KND, WG,
+        s, ph = _mainloop(pacc, sbase, bars, s, ph, kn, a_row0, lane, A_BYTES, A_KM, B_KM, MI, BN, KND, WG,
                           STAGE, S, CL)
-        nbox = _epilogue(acc, C, tmc, ebase, nbox, bm0, bn0, a_row0, m_warp, ldc, M, N, wg, tw, lane, TMA_C, vc,
-                         MI, NI, BN, NBOX, COLS, OUT_ITEM, OUT_K, EB, EPI, ep)
+        nbox = _epilogue(acc, C + sp * (M * ldc * OUT_ITEM), tmc, ebase, nbox, bm0, bn0, a_row0, m_warp, ldc, M, N,
+                         wg, tw, lane, TMA_C, vc, MI, NI, BN, NBOX, COLS, OUT_ITEM, OUT_K, EB, EPI, ep)
     if TMA_C and tw == 0:
         tma_store_wait_all()                          # the last boxes are out before the block ends
 
@@ -334,10 +357,14 @@ def _one_tile(acc, pacc, C, tma_a, tma_b, sbase, bars, grid_m, grid_n, ktiles, l
 
 @kernel_factory
 def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool, vc: bool,
-                 tma_c: bool = False, epi=PLAIN):
+                 tma_c: bool = False, epi=PLAIN, split: bool = False):
     """The Hopper kernel for one configuration, input type, output type and operand layout.
     vc: C's column pairs are aligned for paired stores; tma_c: C can be written by TMA (used when
-    the configuration has ``tma_store``)."""
+    the configuration has ``tma_store``); split: split-K, each unit a tile's run of ``kper`` K
+    slices, its fp32 partial sum written to its split's plane of C (M x ldc, planes
+    M * ldc apart) without an epilogue (``fixup`` adds the planes, then applies it)."""
+    if split and (out_dtype != "float32" or tma_c or not epi.plain or not cfg.persistent):
+        raise ValueError("a split-K kernel is persistent and writes plain fp32 planes from registers")
     BM, BN, BK, S, CONS, CL = cfg.bm, cfg.bn, cfg.bk, cfg.stages, cfg.consumers, cfg.cluster
     PRODUCER, (REG_P, REG_C), GROUP, WG_M = cfg.producer, cfg.regs, cfg.group_m, cfg.wg_m
     TMA_C = cfg.tma_store and tma_c
@@ -351,7 +378,7 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
     ARRIVALS = CONS * 4 * CL                    # lane 0 of every consumer warp of the cluster
     EPI = make_epilogue(epi)
 
-    def wgmma_gemm(TMA_A, TMA_B, TMC, C, M, N, K, ldc, ep):
+    def wgmma_gemm(TMA_A, TMA_B, TMC, C, M, N, K, ldc, kper, ep):
         smem = cuda.shared.array(0, uint32)
         sbase = layout.align_up(smem_addr(ptr(smem)), layout.SWIZZLE_ALIGN)
         ebase = sbase + S * STAGE                         # output boxes (tma_store)
@@ -372,18 +399,19 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
         cid = cuda.blockIdx.x // CL
         nclusters = cuda.gridDim.x // CL
         ntiles = ((grid_m + CL - 1) // CL) * grid_n
+        nunits = ntiles * ((ktiles + kper - 1) // kper) if split else ntiles
         if wg == CONS:                                    # warpgroup CONS produces (one thread) ...
             if REG_P > 0:
                 setmaxnreg_dec(REG_P)
             if tid == CONS * 128:
-                _producer(TMA_A, TMA_B, sbase, bars, cid, nclusters, ntiles, rank, grid_m, grid_n, ktiles,
-                          GROUP, A_KM, B_KM, BM, BN, BK, A_BYTES, STAGE, S, CL)
+                _producer(TMA_A, TMA_B, sbase, bars, cid, nclusters, ntiles, nunits, kper, rank, grid_m, grid_n,
+                          ktiles, GROUP, A_KM, B_KM, BM, BN, BK, A_BYTES, STAGE, S, CL, split)
         else:                                             # ... warpgroups 0..CONS-1 consume
             if REG_C > 0:
                 setmaxnreg_inc(REG_C)
-            _consumer(acc, pacc, C, TMC, sbase, ebase, bars, cid, nclusters, ntiles, rank, grid_m, grid_n,
-                      ktiles, ldc, M, N, wg, tid, TMA_C, vc, GROUP, A_KM, B_KM, BM, BN, WG_M, A_BYTES, STAGE, S,
-                      CL, MI, NI, NACC, KND, WG, NBOX, COLS, OUT_ITEM, OUT_K, EB, EPI, ep)
+            _consumer(acc, pacc, C, TMC, sbase, ebase, bars, cid, nclusters, ntiles, nunits, kper, rank, grid_m,
+                      grid_n, ktiles, ldc, M, N, wg, tid, TMA_C, vc, GROUP, A_KM, B_KM, BM, BN, WG_M, A_BYTES,
+                      STAGE, S, CL, MI, NI, NACC, KND, WG, NBOX, COLS, OUT_ITEM, OUT_K, EB, EPI, ep, split)
         if CL > 1:
             cluster_sync()          # no CTA leaves while a peer may still multicast into it
 
@@ -401,18 +429,64 @@ def _check(a, b, c):
     return None
 
 
-def pick_config(cfgs, m: int, n: int, slow_b: bool, sms: int) -> WgmmaConfig:
-    """The configuration for one problem: of those that multicast B (cluster > 1) if B's rows
-    load slowly (``slow_b``, see ``tensormap.tma_rows_fast``), else of those that do not, the first
-    (largest tile) whose tiles keep more than half the SMs busy, or the last (smallest). 1024^3
-    is 32 tiles of 128x256 for 132 SMs: 128x128 tiles run it at 188 vs 132 TFLOP/s; 2048^3 is
-    128, and there the larger tile is faster (626 vs 609)."""
+# The cost model ``pick_config`` ranks (configuration, splits) by: the time of the slowest
+# block (rounds of units, each its K slices plus a tile's fill and epilogue, at one SM's share
+# of the measured peak, less for tiles that move more bytes per flop), or the bytes the units
+# move over the memory bandwidth the busy SMs can draw, whichever is longer; then, for a split,
+# the fix-up pass (a launch, the planes read back, C written), which runs after the kernel. What it is for is the ranking, not the times: the constants are the H100's
+# (benchmarks/NOTES.md, session 12).
+PEAK_PER_SM = 790e12 / 132          # dense 16-bit FLOP/s of one SM (H100: 790 TFLOP/s measured)
+HBM_BYTES_S = 3.0e12                # device memory bandwidth (H100: a large copy, read + write)
+SM_SHARE = 3                        # one SM draws at most this many times its even share of it
+FIXUP_S = 4e-6                      # the fix-up pass's launch and latency
+MIN_SPLIT_SLICES = 4                # a split takes at least this many K slices
+TIE = 0.95                          # a later choice must be estimated this much faster to win
+TILE_EFFICIENCY = {(128, 256): 1.0, (128, 128): 0.85}
+
+
+def split_units(cfg: WgmmaConfig, m: int, n: int, k: int, splits: int):
+    """(tiles, K slices per split, units) of a problem split ``splits`` ways along K (at most:
+    every split gets at least one slice, so a few may merge)."""
+    tiles = cdiv(cdiv(m, cfg.bm), cfg.cluster) * cfg.cluster * cdiv(n, cfg.bn)
+    ktiles = max(1, cdiv(k, cfg.bk))
+    kper = cdiv(ktiles, splits)
+    return tiles, kper, tiles * cdiv(ktiles, kper)
+
+
+def estimate(cfg: WgmmaConfig, m: int, n: int, k: int, splits: int, sms: int, out_bytes: int = 2) -> float:
+    """Seconds the cost model gives a problem on ``cfg`` with ``splits`` K splits (see above)."""
+    _, kper, units = split_units(cfg, m, n, k, splits)
+    slots = sms * cfg.min_blocks
+    eff = TILE_EFFICIENCY.get((cfg.bm, cfg.bn), 0.8)
+    slice_s = 2.0 * cfg.bm * cfg.bn * cfg.bk / (PEAK_PER_SM * eff)
+    compute = cdiv(units, slots) * (kper + 2) * slice_s
+    bandwidth = HBM_BYTES_S * min(1.0, SM_SHARE * min(units, slots) / sms)
+    if splits == 1:
+        return max(compute, (2.0 * (m * k + k * n) + out_bytes * m * n) / bandwidth)
+    planes = 4.0 * splits * m * n           # written by the kernel, read back by the fix-up
+    fix = FIXUP_S + (planes + out_bytes * m * n) / HBM_BYTES_S
+    return max(compute, (2.0 * (m * k + k * n) + planes) / bandwidth) + fix
+
+
+def pick_config(cfgs, m: int, n: int, k: int, slow_b: bool, sms: int, split: bool = True):
+    """(configuration, splits) for one problem: of the configurations that multicast B (cluster
+    > 1) if B's rows load slowly (``slow_b``, see ``tensormap.tma_rows_fast``), else of those
+    that do not, and of 1 to ``sms`` K splits (at least ``MIN_SPLIT_SLICES`` slices each; only
+    1 unless ``split``), the pair ``estimate`` ranks fastest, the earlier configuration and the
+    fewer splits unless another is faster by more than the model's noise (``TIE``). It reproduces the measured choices before split-K: 1024^3 takes
+    128x128 tiles (188 vs 132 TFLOP/s with 128x256), 2048^3 128x256 (626 vs 609)."""
     pool = [c for c in cfgs if (c.cluster > 1) == slow_b] or list(cfgs)
+    best = None
     for cfg in pool:
-        tiles = cdiv(cdiv(m, cfg.bm), cfg.cluster) * cfg.cluster * cdiv(n, cfg.bn)
-        if 2 * tiles > sms * cfg.min_blocks:
-            return cfg
-    return pool[-1]
+        ktiles = max(1, cdiv(k, cfg.bk))
+        top = max(1, min(sms, ktiles // MIN_SPLIT_SLICES)) if split and cfg.persistent else 1
+        for s in range(1, top + 1):
+            if s > 1 and cdiv(ktiles, cdiv(ktiles, s)) != s:
+                continue                    # the same units as a smaller split
+            t = estimate(cfg, m, n, k, s, sms)
+            if best is None or t < TIE * best[0]:
+                best = (t, cfg, s)
+    return best[1], best[2]
 
 
 def operand_maps(cfg: WgmmaConfig, a, b):
@@ -440,54 +514,108 @@ def output_map(cfg: WgmmaConfig, c):
     return (c.dtype, c.cols, c.rows, c.ld, 128 // c.itemsize, 64)
 
 
-def work_plan(cfg: WgmmaConfig, m: int, n: int, resident: int) -> int:
-    """The blocks to launch. Not persistent: one block per tile (tiles of a cluster padded to
-    whole clusters). Persistent: of the ``resident`` blocks that fit at once, as many whole
-    clusters as take the tiles in the fewest rounds, each the same number of tiles
-    (``schedule.balanced_workers``)."""
+def work_plan(cfg: WgmmaConfig, units: int, resident: int) -> int:
+    """The blocks to launch for ``units`` units (tiles, or tiles x splits). Not persistent: one
+    block per unit (``units`` counts whole clusters' tiles). Persistent: of the ``resident``
+    blocks that fit at once, as many whole clusters as take the units in the fewest rounds, each
+    the same number of units (``schedule.balanced_workers``)."""
     cl = cfg.cluster
-    tiles = cdiv(cdiv(m, cfg.bm), cl) * cdiv(n, cfg.bn)
     if not cfg.persistent:
-        return tiles * cl
-    return balanced_workers(tiles, resident // cl) * cl
+        return units
+    return balanced_workers(units // cl, resident // cl) * cl
 
 
 _NO_MAP = bytes(MAP_BYTES)
 
 
-def _plan(*cfgs: WgmmaConfig):
-    """A rung's planner: its configuration (of several, the one ``pick_config`` chooses for the
-    problem), kernel, tensor maps and grid."""
+def _lines(x):
+    """(lines, width) of an operand as stored: rows of a row-major one, columns of a column-major one."""
+    return (x.cols, x.rows) if x.trans else (x.rows, x.cols)
+
+
+def _repack_step(x, which: int, region: int, dev):
+    """The step copying operand ``which`` (0: a, 1: b) to ``region`` of the scratch, and the
+    operand as the kernel then reads it there."""
+    from . import driver
+    lines, width = _lines(x)
+    ld = repack.pitch(width, x.dtype)
+    k = repack.repack_kernel(x.dtype)
+
+    def args(ws, pa, pb, pc, *ep):
+        return ((pa, pb)[which], ws + region, lines, width, x.ld, ld)
+    step = Step(k, repack.grid(lines, width), repack.THREADS, args, fn=driver.load(k, dev), label=f"repack {'ab'[which]}")
+    return step, replace(x, ld=ld, ptr=0)
+
+
+def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False):
+    """A rung's planner: its configuration (of several, with ``split``: and the K splits, the
+    pair ``pick_config`` chooses for the problem), kernel, tensor maps and grid. ``readable``:
+    operands TMA cannot read are first copied to scratch at a pitch it can (``repack``); a split
+    adds the fix-up (``fixup``) after the kernel."""
     def plan(a, b, c, dev, epi=PLAIN, resident=None):
         """resident: blocks that run at once (default: as the GPU says; tests force few)."""
         from . import driver
-        cfg = cfgs[0]
-        if len(cfgs) > 1:
-            slow_b = not tma_rows_fast(b.ptr, b.ld, b.itemsize)
-            cfg = pick_config(cfgs, c.rows, c.cols, slow_b, driver.sm_count(dev))
-        ec = output_map(cfg, c)
-        k = wgmma_kernel(cfg, a.dtype, c.dtype, a.trans, b.trans, c.pairs_aligned, ec is not None, epi)
+        m, n, kk = c.rows, c.cols, a.cols
+        copy = [readable and bool(tma_requirements(x.ptr, x.ld, x.itemsize)) for x in (a, b)]
+        cfg, splits = cfgs[0], 1
+        if len(cfgs) > 1 or split:
+            slow_b = not copy[1] and not tma_rows_fast(b.ptr, b.ld, b.itemsize)
+            cfg, splits = pick_config(cfgs, m, n, kk, slow_b, driver.sm_count(dev), split)
+        ldw = fixup.plane_ld(n)
+        sizes = [_lines(x)[0] * repack.pitch(_lines(x)[1], x.dtype) * x.itemsize if cp else 0
+                 for x, cp in zip((a, b), copy)]
+        (ra_off, rb_off, planes), total = workspace.carve(*sizes, splits * m * ldw * 4 if splits > 1 else 0)
+        steps, ops = [], [a, b]
+        for i, region in ((0, ra_off), (1, rb_off)):
+            if copy[i]:
+                st, ops[i] = _repack_step(ops[i], i, region, dev)
+                steps.append(st)
+        ec = None if splits > 1 else output_map(cfg, c)
+        k = wgmma_kernel(cfg, a.dtype, "float32" if splits > 1 else c.dtype, a.trans, b.trans,
+                         splits > 1 or c.pairs_aligned, ec is not None, PLAIN if splits > 1 else epi, splits > 1)
         fn = driver.load(k, dev)
         if resident is None:
             resident = driver.sm_count(dev) * cfg.min_blocks
             if cfg.cluster > 1 and cfg.persistent:
                 resident = cfg.cluster * driver.max_active_clusters(fn, cfg.threads, cfg.smem_bytes, cfg.cluster)
-        ea, eb = operand_maps(cfg, a, b)
-        m, n, kk, ldc = c.rows, c.cols, a.cols, c.ld
+        ea, eb = operand_maps(cfg, *ops)
+        tiles, kper, units = split_units(cfg, m, n, kk, splits)
+        splits = units // tiles                # (pick_config never asks for more than slices allow)
 
-        def args(pa, pb, pc, *ep):
-            return (encode(pa, *ea), encode(pb, *eb), encode(pc, *ec) if ec else _NO_MAP, pc, m, n, kk, ldc, *ep)
-        return [Step(k, work_plan(cfg, m, n, resident), cfg.threads, args, smem=cfg.smem_bytes,
-                     cluster=cfg.cluster, fn=fn)]
+        def args(ws, pa, pb, pc, *ep):
+            ma = encode(ws + ra_off if copy[0] else pa, *ea)
+            mb = encode(ws + rb_off if copy[1] else pb, *eb)
+            if splits > 1:                  # partial sums to the planes; the fix-up does the rest
+                return (ma, mb, _NO_MAP, ws + planes, m, n, kk, ldw, kper, 0)
+            return (ma, mb, encode(pc, *ec) if ec else _NO_MAP, pc, m, n, kk, c.ld, kper, *ep)
+        label = (f"{cfg.bm}x{cfg.bn}" + (f" cluster {cfg.cluster}" if cfg.cluster > 1 else "")
+                 + (f" split-K {splits}" if splits > 1 else ""))
+        steps.append(Step(k, work_plan(cfg, units, resident), cfg.threads,
+                          args if total else lambda *v: args(0, *v), smem=cfg.smem_bytes, cluster=cfg.cluster,
+                          fn=fn, label=label))
+        if splits > 1:
+            fk = fixup.fixup_kernel(c.dtype, epi)
+            steps.append(Step(fk, fixup.grid(m, n), fixup.THREADS,
+                              lambda ws, pa, pb, pc, *ep: (ws + planes, pc, m, n, ldw, c.ld, splits, *ep),
+                              fn=driver.load(fk, dev), label="fixup"))
+        for st in steps:
+            st.workspace = total
+        return steps
     return plan
 
 
-def _kernels(cfgs):
+def _kernels(cfgs, top: bool):
     """The kernels a rung runs for aligned operands of ``dtype`` in each layout, written in the
-    input dtype (for ahead-of-time compiles, ``build.precompile``)."""
+    input dtype (for ahead-of-time compiles, ``build.precompile``); for the top rung also its
+    split-K kernels, their fix-up and the operand copy."""
     def kernels(dtype):
-        return [wgmma_kernel(cfg, dtype, dtype, ta, tb, True, cfg.tma_store)
-                for cfg in cfgs for ta in (False, True) for tb in (False, True)]
+        out = [wgmma_kernel(cfg, dtype, dtype, ta, tb, True, cfg.tma_store)
+               for cfg in cfgs for ta in (False, True) for tb in (False, True)]
+        if top:
+            out += [wgmma_kernel(cfg, dtype, "float32", ta, tb, True, False, PLAIN, True)
+                    for cfg in cfgs for ta in (False, True) for tb in (False, True)]
+            out += [fixup.fixup_kernel(dtype), repack.repack_kernel(dtype)]
+        return out
     return kernels
 
 
@@ -511,10 +639,12 @@ _OUT = ("float32", "float16", "bfloat16")
 _SM90A = (9, 0)
 
 
-def _variant(name, rung, cfgs, note):
+def _variant(name, rung, cfgs, note, top=False):
+    """A rung's variant. ``top``: the one ``auto`` picks, which takes every operand (a copy to a
+    readable pitch where TMA cannot read one) and splits K where tiles are too few."""
     cfgs = cfgs if isinstance(cfgs, tuple) else (cfgs,)
-    return Variant(name, "wgmma", rung, _IN, _SM90A, note, _plan(*cfgs), cfgs[0], _OUT, check=_check,
-                   max_cc=_SM90A, kernels=_kernels(cfgs))
+    return Variant(name, "wgmma", rung, _IN, _SM90A, note, _plan(*cfgs, readable=top, split=top), cfgs[0], _OUT,
+                   check=None if top else _check, max_cc=_SM90A, kernels=_kernels(cfgs, top))
 
 
 RUNGS = [
@@ -531,8 +661,10 @@ RUNGS = [
     _variant("wgmma_cluster", 6, RUNG6, "2-CTA clusters along M: each CTA loads half of the shared "
              "B tile and TMA multicasts it to both (half the B traffic from L2)"),
     _variant("hopper", 7, RUNG7_CONFIGS, "epilogue through shared memory: 128B-swizzled boxes written "
-             "by TMA stores (coalesced, asynchronous, clipped at the edges); per problem, 128x128 tiles "
-             "where 128x256 would idle SMs, B multicast where its rows are not 32-byte aligned"),
+             "by TMA stores (coalesced, asynchronous, clipped at the edges); per problem (a cost model), "
+             "the tile (128x256 or 128x128), B multicast where its rows are not 32-byte aligned, "
+             "split-K where tiles are too few (partial sums added in a fixed order, then the epilogue), "
+             "and a copy to a readable pitch for operands TMA cannot read", top=True),
 ]
 
 

@@ -5,7 +5,10 @@ a kernel, its grid, block, shared memory, cluster, and ``args(pa, pb, pc, *ep)``
 the parameter values from the run-time values: the operands' addresses, then the epilogue's
 (``epilogue.Epilogue.slots``: its arrays' addresses, alpha and beta, the user's scalars). Those are
 the only things that change between calls that share a plan; TMA tensor maps are encoded from
-the addresses (``tensormap.encode``). ``api.gemm`` keeps plans in
+the addresses (``tensormap.encode``). A step that needs scratch memory (split-K partial sums,
+an operand copied to a readable pitch) says how many bytes (``workspace``); its ``args`` then
+takes the scratch address first: ``args(ws, pa, pb, pc, *ep)`` (``workspace.get``: one buffer
+per device and stream). ``api.gemm`` keeps plans in
 a cache keyed by what decides them (device, array kind, dtypes, shapes, strides, address
 alignment, variant, output dtype), so a repeated call is a lookup and the launches.
 """
@@ -14,7 +17,7 @@ from __future__ import annotations
 import threading
 from typing import Callable, Sequence, Tuple, Union
 
-from . import driver
+from . import driver, workspace
 from .intrinsics import SIMULATOR
 
 __all__ = ["Step", "Plan"]
@@ -22,12 +25,14 @@ __all__ = ["Step", "Plan"]
 
 class Step:
     """One kernel launch of a plan."""
-    __slots__ = ("kernel", "grid", "block", "smem", "cluster", "args", "fn", "_local", "_dims")
+    __slots__ = ("kernel", "grid", "block", "smem", "cluster", "args", "fn", "workspace", "label", "_local",
+                 "_dims")
 
     def __init__(self, kernel, grid: Union[int, Tuple[int, int]], block: Union[int, Tuple[int, int]],
-                 args: Callable, smem: int = 0, cluster: int = 1, fn=None):
+                 args: Callable, smem: int = 0, cluster: int = 1, fn=None, workspace: int = 0, label: str = ""):
         self.kernel, self.grid, self.block, self.smem, self.cluster = kernel, grid, block, smem, cluster
-        self.args, self.fn = args, fn
+        self.args, self.fn, self.workspace = args, fn, workspace
+        self.label = label or (kernel.key[0] if kernel.key else kernel.fn.__name__)  # what explain() shows
         self._local = threading.local()
         self._dims = (driver.dims(grid), driver.dims(block))
 
@@ -39,9 +44,9 @@ class Step:
         return p
 
     def run(self, values: tuple, stream: int) -> None:
-        """Launch with run-time ``values`` (pa, pb, pc, then the epilogue's): the parameters are
-        built and packed only when the values differ from this thread's last launch of the step
-        (a repeated call reuses them)."""
+        """Launch with run-time ``values`` (pa, pb, pc, then the epilogue's; the scratch address
+        first if the step has ``workspace``): the parameters are built and packed only when the
+        values differ from this thread's last launch of the step (a repeated call reuses them)."""
         p = self.params()
         if p.last != values:
             p.pack(self.args(*values))
@@ -57,15 +62,21 @@ class Step:
 class Plan:
     """The steps of one problem on one device; ``swap``: the operands' roles are exchanged
     (a column-major C is computed as C^T = B^T A^T, written row-major)."""
-    __slots__ = ("steps", "device", "swap", "epilogue")
+    __slots__ = ("steps", "device", "swap", "epilogue", "workspace", "variant")
 
     def __init__(self, steps: Sequence[Step], device: int, swap: bool):
         self.steps, self.device, self.swap = list(steps), device, swap
+        self.workspace = max((st.workspace for st in self.steps), default=0)
+        self.variant = ""         # the variant's name (api sets it; explain() shows it)
         self.epilogue = None      # the epilogue's spec, in the kernel's coordinates (api sets it)
         if not SIMULATOR:
             for st in self.steps:
                 if st.fn is None:
                     st.fn = driver.load(st.kernel, device)
+
+    def describe(self) -> str:
+        """The variant and each launch's label, e.g. "hopper: 128x256 split-K 4; fixup"."""
+        return f"{self.variant}: " + "; ".join(st.label for st in self.steps)
 
     def run(self, values: tuple, stream: int) -> None:
         """Enqueue the steps on ``stream`` (inside ``driver.on_device(self.device)``); ``values``:
@@ -75,6 +86,11 @@ class Plan:
         if SIMULATOR:
             for st in self.steps:
                 st.kernel.simulator[st.grid, st.block](*st.args(*values))
+            return
+        if self.workspace:
+            with_ws = (workspace.get(self.device, stream, self.workspace),) + values
+            for st in self.steps:
+                st.run(with_ws if st.workspace else values, stream)
             return
         for st in self.steps:
             st.run(values, stream)

@@ -89,14 +89,14 @@ def test_wgmma_is_sm90a_only():
 
 
 @pytest.mark.skipif(SIM, reason="the simulator runs only the SIMT ladder")
-def test_auto_falls_back_when_tma_refuses_the_operands():
-    """Rows that are not 16-byte aligned cannot be read by TMA: "auto" takes the next variant
-    down, a named Hopper rung says why it cannot run."""
+def test_auto_takes_operands_tma_cannot_read_to_hopper():
+    """Rows that are not 16-byte aligned cannot be read by TMA: "auto"'s choice, ``hopper``,
+    copies them to a pitch it can; a named lower Hopper rung says why it cannot run."""
     ok = arrays.Matrix(None, 64, 64, 64, False, "bfloat16", 1024)
     odd = arrays.Matrix(None, 64, 63, 63, False, "bfloat16", 1024)      # 126-byte rows
     cands = api.candidates("auto", "bfloat16", "bfloat16", (9, 0))
-    assert api.pick(cands, ok, ok, ok, named=False).ladder == "wgmma"
-    assert api.pick(cands, odd, ok, ok, named=False).name == "mma_tuned"
+    assert api.pick(cands, ok, ok, ok, named=False).name == "hopper"
+    assert api.pick(cands, odd, ok, ok, named=False).name == "hopper"
     with pytest.raises(ValueError, match="operand a cannot be read by TMA: its rows are 126 bytes apart"):
         api.pick(api.candidates("wgmma_ws", "bfloat16", "bfloat16", (9, 0)), odd, ok, ok, named=True)
 

@@ -42,7 +42,7 @@ def test_16_bit_and_column_major_outputs(variant):
 
 
 @pytest.mark.skipif(not _sm90(), reason="wgmma needs an sm_90 GPU")
-def test_unaligned_rows_are_refused_by_name_and_run_under_auto():
+def test_unaligned_rows_are_refused_by_a_lower_rung_and_run_under_auto():
     torch = pytest.importorskip("torch")
     a = torch.randn(100, 61, device="cuda", dtype=torch.bfloat16)     # 122-byte rows
     b = torch.randn(61, 72, device="cuda", dtype=torch.bfloat16)

@@ -110,15 +110,19 @@ def test_tensor_map_arguments_are_checked_before_the_driver():
 def test_grids_and_operand_maps():
     from numba_tc import hopper
     from numba_tc.arrays import Matrix
-    assert hopper.work_plan(hopper.RUNG3, 1000, 1000, 132) == 8 * 4
-    assert hopper.work_plan(hopper.RUNG5, 8192, 8192, 132) == 128          # 2048 tiles: 16 each
-    assert hopper.work_plan(hopper.RUNG5, 8000, 8192, 132) == 126          # 2016 tiles: 16 each
-    assert hopper.work_plan(hopper.RUNG5, 8192, 8448, 132) == 132          # 2112 tiles: 16 each
-    assert hopper.work_plan(hopper.RUNG5, 1000, 1000, 132) == 32           # fewer tiles than SMs
-    assert hopper.work_plan(hopper.RUNG6, 200, 256, 132) == 2              # a padded cluster
-    assert hopper.work_plan(hopper.RUNG6, 8192, 8192, 120) == 114          # 1024 / 60: 18 rounds
-    assert hopper.work_plan(hopper.RUNG6, 4096, 4096, 132) == 128          # 256 / 66: 4 rounds
-    assert hopper.work_plan(hopper.RUNG5, 4096, 4096, 132) == 128          # 512 tiles: 4 rounds
+    def blocks(cfg, m, n, resident):
+        return hopper.work_plan(cfg, hopper.split_units(cfg, m, n, 64, 1)[2], resident)
+    assert blocks(hopper.RUNG3, 1000, 1000, 132) == 8 * 4
+    assert blocks(hopper.RUNG5, 8192, 8192, 132) == 128          # 2048 tiles: 16 each
+    assert blocks(hopper.RUNG5, 8000, 8192, 132) == 126          # 2016 tiles: 16 each
+    assert blocks(hopper.RUNG5, 8192, 8448, 132) == 132          # 2112 tiles: 16 each
+    assert blocks(hopper.RUNG5, 1000, 1000, 132) == 32           # fewer tiles than SMs
+    assert blocks(hopper.RUNG6, 200, 256, 132) == 2              # a padded cluster
+    assert blocks(hopper.RUNG6, 8192, 8192, 120) == 114          # 1024 / 60: 18 rounds
+    assert blocks(hopper.RUNG6, 4096, 4096, 132) == 128          # 256 / 66: 4 rounds
+    assert blocks(hopper.RUNG5, 4096, 4096, 132) == 128          # 512 tiles: 4 rounds
+    # split 4 ways along K: 4 x 32 units of 128x256 in one round
+    assert hopper.split_units(hopper.RUNG5, 1024, 1024, 32768, 4) == (32, 128, 128)
     a = Matrix(None, 300, 200, 200, False, "bfloat16", 4096)          # row-major A: k-major
     b = Matrix(None, 200, 120, 120, False, "bfloat16", 8192)          # row-major B: mn-major
     ma, mb = hopper.operand_maps(hopper.RUNG6, a, b)
@@ -138,7 +142,8 @@ def test_hopper_picks_tiles_and_multicast_per_problem():
     cfgs = hopper.RUNG7_CONFIGS
 
     def pick(m, n, slow_b=False):
-        cfg = hopper.pick_config(cfgs, m, n, slow_b, 132)
+        cfg, splits = hopper.pick_config(cfgs, m, n, max(64, min(m, n)), slow_b, 132)
+        assert splits == 1
         return cfg.bn, cfg.cluster
     assert pick(4096, 4096) == (256, 1) and pick(8192, 1024) == (256, 1)
     assert pick(1024, 1024) == (128, 1)     # 32 tiles of 128x256 would leave 100 SMs idle
@@ -149,3 +154,25 @@ def test_hopper_picks_tiles_and_multicast_per_problem():
     assert pick(128 * 66 + 1, 256, True) == (256, 2)   # 67 tile rows, padded to 68 for clusters
     assert pick(64, 64) == (128, 1)         # one tile either way: the smallest
     assert all(c.tma_store and c.persistent for c in cfgs)
+
+
+@pytest.mark.skipif(SIM, reason="the Hopper ladder is not built under the simulator")
+def test_hopper_splits_k_where_tiles_are_too_few():
+    from numba_tc import hopper
+    cfgs = hopper.RUNG7_CONFIGS
+
+    def pick(m, n, k):
+        cfg, splits = hopper.pick_config(cfgs, m, n, k, False, 132)
+        return cfg.bn, splits
+    assert pick(256, 256, 131072)[1] >= 16          # 2-4 tiles: split until the SMs are busy
+    assert pick(1024, 1024, 32768) == (256, 4)      # 32 tiles x 4 = 128 units, one round
+    assert pick(1, 8192, 8192)[1] > 1               # decoding: more SMs streaming B
+    assert pick(4096, 4096, 4096)[1] == 1           # 512 tiles: nothing to gain
+    assert pick(1024, 1024, 1024)[1] == 1           # 16 K slices: the planes would cost more
+    assert hopper.pick_config(cfgs, 256, 256, 131072, False, 132, split=False)[1] == 1
+    for m, n, k in ((256, 256, 131072), (1, 8192, 8192), (3000, 3000, 3000), (700, 5000, 20000)):
+        cfg, s = hopper.pick_config(cfgs, m, n, k, False, 132)
+        t = hopper.estimate(cfg, m, n, k, s, 132)
+        # the choice is the model's best (up to its tie margin) over every configuration and split
+        assert all(t <= hopper.estimate(c, m, n, k, x, 132) / hopper.TIE
+                   for c in cfgs if c.cluster == 1 for x in range(1, 133))

@@ -1,0 +1,132 @@
+"""Split-K, decode-sized M and operands TMA cannot read, through ``hopper`` (what ``auto`` picks
+for 16-bit inputs on an H100): each problem is checked element-wise against float64 into a
+NaN-poisoned output, in all four operand layouts and both output orders, and ``explain`` shows
+the path really ran (a test that passed through the unsplit kernel would prove nothing). Then
+what split-K must keep: the same bits run to run, the epilogue applied once to the whole sum,
+two streams at once (each with its own scratch), and a CUDA graph captured on a stream whose
+scratch did not exist yet."""
+import numpy as np
+import pytest
+
+import numba_tc
+from numba_tc import verify
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(torch is None, reason="needs torch")]
+
+# (m, n, k, what explain() must show): one tile, decoding, ragged, huge K; rows TMA cannot read
+SHAPES = [(64, 256, 8192, "split-K"), (1, 4096, 4096, "split-K"), (200, 300, 5000, "split-K"),
+          (256, 256, 32768, "split-K"), (1000, 777, 1001, "repack"), (37, 1000, 6003, "repack")]
+LAYOUTS = ["NN", "NT", "TN", "TT"]
+
+
+def _sm90():
+    return torch.cuda.get_device_capability() == (9, 0)
+
+
+def _operand(rows, cols, trans, dtype, g=None):
+    if trans:
+        return torch.randn(cols, rows, device="cuda", dtype=dtype, generator=g).t()
+    return torch.randn(rows, cols, device="cuda", dtype=dtype, generator=g)
+
+
+@pytest.fixture(autouse=True)
+def _hopper_gpu():
+    if not _sm90():
+        pytest.skip("needs an sm_90 GPU (wgmma)")
+
+
+@pytest.mark.parametrize("m,n,k,path", SHAPES)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("out_layout", ["C", "F"])
+def test_split_and_repack_are_right_element_by_element(m, n, k, path, layout, out_layout):
+    out_dtype = "bfloat16" if out_layout == "C" else "float32"
+    r = verify.check("hopper", m, n, k, layout, "bfloat16", out_layout, out_dtype=out_dtype, kind="torch")
+    assert r.ok, str(r)
+    a = _operand(m, k, layout[0] == "T", torch.bfloat16)
+    b = _operand(k, n, layout[1] == "T", torch.bfloat16)
+    out = torch.empty(n, m, device="cuda", dtype=getattr(torch, out_dtype)).t() if out_layout == "F" else None
+    assert path in numba_tc.explain(a, b, "hopper", out=out, out_dtype=out_dtype)
+
+
+def test_auto_takes_unaligned_rows_to_hopper_and_huge_k_to_split():
+    a = _operand(512, 1001, False, torch.float16)
+    b = _operand(1001, 512, False, torch.float16)
+    assert numba_tc.explain(a, b).startswith("hopper: repack a; repack b; ")
+    a = _operand(256, 65536, False, torch.bfloat16)
+    b = _operand(65536, 256, False, torch.bfloat16)
+    assert "split-K" in numba_tc.explain(a, b) and numba_tc.explain(a, b).endswith("fixup")
+
+
+def test_split_is_bitwise_repeatable():
+    g = torch.Generator(device="cuda").manual_seed(1)
+    a = _operand(256, 32768, False, torch.bfloat16, g)
+    b = _operand(32768, 384, True, torch.bfloat16, g)
+    assert "split-K" in numba_tc.explain(a, b, "hopper", out_dtype="float32")
+    first = numba_tc.gemm(a, b, "hopper", out_dtype="float32")
+    for _ in range(5):
+        again = torch.full_like(first, float("nan"))
+        numba_tc.gemm(a, b, "hopper", out=again)
+        assert torch.equal(first, again)
+
+
+@pytest.mark.parametrize("activation", ["gelu", "silu"])
+def test_split_applies_the_epilogue_once_to_the_whole_sum(activation):
+    g = torch.Generator(device="cuda").manual_seed(2)
+    m, n, k = 96, 320, 9000
+    a = _operand(m, k, False, torch.bfloat16, g)
+    b = _operand(k, n, False, torch.bfloat16, g)
+    bias = torch.randn(n, device="cuda", dtype=torch.bfloat16, generator=g)
+    out = torch.randn(m, n, device="cuda", dtype=torch.float32, generator=g)
+    c0 = out.clone()
+    assert "split-K" in numba_tc.explain(a, b, "hopper", out=out)
+    numba_tc.gemm(a, b, "hopper", out=out, c=out, alpha=0.5, beta=-1.5, bias=bias, activation=activation)
+    act = torch.nn.functional.gelu if activation == "gelu" else torch.nn.functional.silu
+    ref = act(0.5 * (a.double() @ b.double()) - 1.5 * c0.double() + bias.double())
+    err = float(torch.linalg.norm(out.double() - ref) / torch.linalg.norm(ref))
+    assert err < 1e-5, err      # an activation per partial sum is off by far more
+
+
+def test_split_on_two_streams_at_once():
+    """Each stream gets its own scratch: the same plan on two busy streams, no synchronization
+    between the launches."""
+    g = torch.Generator(device="cuda").manual_seed(3)
+    ops = [(_operand(64, 16384, False, torch.bfloat16, g), _operand(16384, 512, False, torch.bfloat16, g))
+           for _ in range(2)]
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    outs = [torch.full((64, 512), float("nan"), device="cuda") for _ in range(2)]
+    torch.cuda.synchronize()
+    for _ in range(20):
+        for (a, b), s, o in zip(ops, streams, outs):
+            with torch.cuda.stream(s):
+                numba_tc.gemm(a, b, "hopper", out=o)
+    torch.cuda.synchronize()
+    for (a, b), o in zip(ops, outs):
+        ref = a.double() @ b.double()
+        assert float(torch.linalg.norm(o.double() - ref) / torch.linalg.norm(ref)) < 1e-5
+
+
+def test_split_and_repack_in_a_cuda_graph_on_a_new_stream():
+    """The scratch of a stream first used inside a capture is allocated there (relaxed capture
+    mode) and is still there at every replay."""
+    g = torch.Generator(device="cuda").manual_seed(4)
+    a = _operand(128, 20001, False, torch.bfloat16, g)          # rows TMA cannot read, and split-K
+    b = _operand(20001, 256, False, torch.bfloat16, g)
+    out = torch.full((128, 256), float("nan"), device="cuda")
+    explained = numba_tc.explain(a, b, "hopper", out=out)
+    assert "repack" in explained and "split-K" in explained
+    s = torch.cuda.Stream()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=s):
+        numba_tc.gemm(a, b, "hopper", out=out)
+    for _ in range(2):
+        a.copy_(torch.randn_like(a))
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        ref = a.double() @ b.double()
+        assert float(torch.linalg.norm(out.double() - ref) / torch.linalg.norm(ref)) < 1e-5
