@@ -228,7 +228,7 @@ class MmaConfig:
 
 
 WARPGROUP = 128
-WGMMA_N = (64, 128, 256)        # wgmma widths ptx/hopper.cu provides (m64nNk16)
+WGMMA_N = (64, 128, 192, 256)   # wgmma widths ptx/hopper.cu provides (m64nNk16)
 MAX_ACC_REGS = 128              # fp32 accumulators per thread a consumer may hold
 
 
@@ -323,6 +323,8 @@ class WgmmaConfig:
         _need(not self.persistent or self.producer, "the persistent rung builds on the producer warpgroup")
         _need(self.cluster in (1, 2), f"cluster={self.cluster}: 1 or 2 blocks")
         _need(self.cluster == 1 or self.producer, "clusters build on the producer warpgroup")
+        _need(self.cluster == 1 or (self.bn // self.cluster) % 64 == 0,
+              f"bn={self.bn} over a {self.cluster}-CTA cluster: each CTA's share of B must be whole 64-column boxes")
         _need(not self.tma_store or self.producer, "the TMA-store epilogue builds on the producer warpgroup")
         _need(self.epi_boxes in (1, 2, 4, 8), f"epi_boxes={self.epi_boxes}: 1, 2, 4 or 8 output boxes")
         _need(self.min_blocks >= 1 and self.min_blocks * self.threads <= 2048,

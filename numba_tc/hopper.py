@@ -57,14 +57,14 @@ from .primitives import (cluster_ctarank, cluster_sync, fence_proxy_async, mbar_
                          setmaxnreg_inc, smem_addr, sts_out2, tma_load_2d, tma_load_2d_multicast,
                          tma_prefetch_map, tma_store_2d, tma_store_commit, tma_store_wait_all,
                          tma_store_wait_read, wgmma_commit, wgmma_fence, wgmma_m64n64k16, wgmma_m64n128k16,
-                         wgmma_m64n256k16, wgmma_wait)
+                         wgmma_m64n192k16, wgmma_m64n256k16, wgmma_wait)
 from .schedule import balanced_workers, cdiv, tile_origin
 from .tensormap import MAP_BYTES, encode, tma_requirements, tma_rows_fast
 
 __all__ = ["RUNGS", "wgmma_kernel", "PARAMS", "WGMMA_TYPE", "variant_from"]
 
 WGMMA_TYPE = {"float16": 0, "bfloat16": 1}      # ptx/hopper.cu: wgmma's input type argument
-_WGMMA = {64: wgmma_m64n64k16, 128: wgmma_m64n128k16, 256: wgmma_m64n256k16}
+_WGMMA = {64: wgmma_m64n64k16, 128: wgmma_m64n128k16, 192: wgmma_m64n192k16, 256: wgmma_m64n256k16}
 # Kernel parameters: tensor maps of A, B and C (by value); C's address; M, N, K; ldc; K slices per
 # split (split-K kernels; others ignore it)
 PARAMS = ("map",) * 3 + ("i64",) * 6
@@ -432,16 +432,19 @@ def _check(a, b, c):
 # The cost model ``pick_config`` ranks (configuration, splits) by: the time of the slowest
 # block (rounds of units, each its K slices plus a tile's fill and epilogue, at one SM's share
 # of the measured peak, less for tiles that move more bytes per flop), or the bytes the units
-# move over the memory bandwidth the busy SMs can draw, whichever is longer; then, for a split,
+# move over the memory bandwidth the busy SMs can draw, whichever is longer (and a part of the
+# shorter: they do not overlap perfectly, so a decoding tile that wastes wgmma work on zero rows
+# costs something even where memory bounds it); then, for a split,
 # the fix-up pass (a launch, the planes read back, C written), which runs after the kernel. What it is for is the ranking, not the times: the constants are the H100's
 # (benchmarks/NOTES.md, session 12).
 PEAK_PER_SM = 790e12 / 132          # dense 16-bit FLOP/s of one SM (H100: 790 TFLOP/s measured)
 HBM_BYTES_S = 3.0e12                # device memory bandwidth (H100: a large copy, read + write)
-SM_SHARE = 3                        # one SM draws at most this many times its even share of it
+SM_SHARE = 1.5                      # one SM draws at most this many times its even share of it
 FIXUP_S = 4e-6                      # the fix-up pass's launch and latency
 MIN_SPLIT_SLICES = 4                # a split takes at least this many K slices
 TIE = 0.95                          # a later choice must be estimated this much faster to win
-TILE_EFFICIENCY = {(128, 256): 1.0, (128, 128): 0.85}
+OVERLAP = 0.3
+TILE_EFFICIENCY = {(128, 256): 1.0, (128, 192): 0.95, (128, 128): 0.85, (64, 256): 0.8}
 
 
 def split_units(cfg: WgmmaConfig, m: int, n: int, k: int, splits: int):
@@ -462,10 +465,15 @@ def estimate(cfg: WgmmaConfig, m: int, n: int, k: int, splits: int, sms: int, ou
     compute = cdiv(units, slots) * (kper + 2) * slice_s
     bandwidth = HBM_BYTES_S * min(1.0, SM_SHARE * min(units, slots) / sms)
     if splits == 1:
-        return max(compute, (2.0 * (m * k + k * n) + out_bytes * m * n) / bandwidth)
+        return _overlap(compute, (2.0 * (m * k + k * n) + out_bytes * m * n) / bandwidth)
     planes = 4.0 * splits * m * n           # written by the kernel, read back by the fix-up
     fix = FIXUP_S + (planes + out_bytes * m * n) / HBM_BYTES_S
-    return max(compute, (2.0 * (m * k + k * n) + planes) / bandwidth) + fix
+    return _overlap(compute, (2.0 * (m * k + k * n) + planes) / bandwidth) + fix
+
+
+def _overlap(compute: float, memory: float) -> float:
+    """Math and memory traffic overlap, but not perfectly (``OVERLAP`` of the shorter shows)."""
+    return max(compute, memory) + OVERLAP * min(compute, memory)
 
 
 def pick_config(cfgs, m: int, n: int, k: int, slow_b: bool, sms: int, split: bool = True):
@@ -631,8 +639,12 @@ RUNG6 = RUNG5.replace(cluster=2)
 RUNG7 = RUNG5.replace(tma_store=True)
 # ... and, per problem (``pick_config``), 128x128 tiles where 128x256 ones leave SMs idle (1024^3:
 # 188 vs 132 TFLOP/s) and B multicast where B's rows are slow (3000x5000x2000: 589 vs 400).
+# 128x192 where 128x256 tiles would end on a short last round (1536^3: 96 tiles in one round
+# instead of 72 wider ones), and for M of at most 64 (decoding) 64x256 tiles: half the wgmma work
+# on rows TMA fills with zeros.
 RUNG7_CONFIGS = tuple(RUNG7.replace(**kw) for kw in (
-    {}, dict(bn=128, max_stages=6), dict(cluster=2), dict(bn=128, max_stages=6, cluster=2)))
+    {}, dict(bn=192), dict(bn=128, max_stages=6), dict(bm=64, consumers=1), dict(cluster=2),
+    dict(bn=128, max_stages=6, cluster=2)))
 
 _IN = ("float16", "bfloat16")
 _OUT = ("float32", "float16", "bfloat16")
@@ -662,7 +674,7 @@ RUNGS = [
              "B tile and TMA multicasts it to both (half the B traffic from L2)"),
     _variant("hopper", 7, RUNG7_CONFIGS, "epilogue through shared memory: 128B-swizzled boxes written "
              "by TMA stores (coalesced, asynchronous, clipped at the edges); per problem (a cost model), "
-             "the tile (128x256 or 128x128), B multicast where its rows are not 32-byte aligned, "
+             "the tile (128x256, 128x192, 128x128 or 64x256), B multicast where its rows are not 32-byte aligned, "
              "split-K where tiles are too few (partial sums added in a fixed order, then the epilogue), "
              "and a copy to a readable pitch for operands TMA cannot read", top=True),
 ]

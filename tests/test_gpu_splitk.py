@@ -54,8 +54,8 @@ def test_split_and_repack_are_right_element_by_element(m, n, k, path, layout, ou
 
 
 def test_auto_takes_unaligned_rows_to_hopper_and_huge_k_to_split():
-    a = _operand(512, 1001, False, torch.float16)
-    b = _operand(1001, 512, False, torch.float16)
+    a = _operand(512, 1001, False, torch.float16)      # rows of 2002 and 1000 bytes
+    b = _operand(1001, 500, False, torch.float16)
     assert numba_tc.explain(a, b).startswith("hopper: repack a; repack b; ")
     a = _operand(256, 65536, False, torch.bfloat16)
     b = _operand(65536, 256, False, torch.bfloat16)
