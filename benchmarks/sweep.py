@@ -64,7 +64,7 @@ def plot(records, path, title):
     import matplotlib.pyplot as plt
     dtypes = list(dict.fromkeys(r["dtype"] for r in records))
     shapes = list(dict.fromkeys(f"{r['m']}x{r['n']}x{r['k']}" for r in records))
-    fig, ax = plt.subplots(figsize=(max(8, 0.55 * len(shapes) * len(dtypes)), 4.5))
+    fig, ax = plt.subplots(figsize=(min(16, max(8, 0.3 * len(shapes) * len(dtypes))), 5))
     w = 0.8 / len(dtypes)
     for j, dt in enumerate(dtypes):
         rows = {f"{r['m']}x{r['n']}x{r['k']}": r for r in records if r["dtype"] == dt}

@@ -77,19 +77,22 @@ def get_variant(name: Union[str, Variant]) -> Variant:
         raise ValueError(f"unknown variant {name!r}; valid variants: {valid}") from None
 
 
-def variant_from(config, name: Optional[str] = None) -> Variant:
+def variant_from(config, name: Optional[str] = None, splits: Optional[int] = None) -> Variant:
     """An unregistered variant running ``config`` (a ``SimtConfig``, ``MmaConfig``, or a
     ``WgmmaConfig`` or tuple of them) with its ladder's kernel: pass it to
-    ``gemm(..., variant=v)`` or ``bench.run``, or register it (``registered``)."""
+    ``gemm(..., variant=v)`` or ``bench.run``, or register it (``registered``). ``splits`` (a
+    persistent ``WgmmaConfig``): K split that many ways, whatever the cost model would choose."""
     from . import hopper, simt, tensorcore
-    name = name or "custom_" + hashlib.sha1(repr(config).encode()).hexdigest()[:8]
+    name = name or "custom_" + hashlib.sha1(repr((config, splits)).encode()).hexdigest()[:8]
+    if splits is not None and not isinstance(config, WgmmaConfig):
+        raise TypeError("splits applies to a WgmmaConfig (the Hopper ladder's split-K)")
     if isinstance(config, SimtConfig):
         return simt.variant_from(config, name)
     if isinstance(config, MmaConfig):
         return tensorcore.variant_from(config, name)
     if isinstance(config, WgmmaConfig) or (isinstance(config, tuple) and config
                                            and all(isinstance(c, WgmmaConfig) for c in config)):
-        return hopper.variant_from(config, name)
+        return hopper.variant_from(config, name, splits)
     raise TypeError(f"config must be a SimtConfig, MmaConfig or WgmmaConfig, got {type(config).__name__}")
 
 

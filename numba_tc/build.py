@@ -33,8 +33,8 @@ ENTRY = "numba_tc_kernel"
 BODY = "numba_tc_body"
 # The modules whose source decides kernel code (a change to any of them is a new cubin); the
 # ptx/*.cu files count too. tests/test_build.py checks that kernel modules import nothing else.
-KERNEL_MODULES = ("simt", "tensorcore", "hopper", "ceiling", "examples", "layout", "schedule", "config",
-                  "epilogue", "fragments", "jit", "intrinsics", "primitives", "build", "errors")
+KERNEL_MODULES = ("simt", "tensorcore", "hopper", "fixup", "repack", "ceiling", "examples", "layout", "schedule",
+                  "config", "epilogue", "fragments", "jit", "intrinsics", "primitives", "build", "errors")
 _LOCK = threading.Lock()
 
 

@@ -555,18 +555,23 @@ def _repack_step(x, which: int, region: int, dev):
     return step, replace(x, ld=ld, ptr=0)
 
 
-def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False):
+def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, splits=None):
     """A rung's planner: its configuration (of several, with ``split``: and the K splits, the
     pair ``pick_config`` chooses for the problem), kernel, tensor maps and grid. ``readable``:
     operands TMA cannot read are first copied to scratch at a pitch it can (``repack``); a split
-    adds the fix-up (``fixup``) after the kernel."""
+    adds the fix-up (``fixup``) after the kernel. ``splits``: this many (at most: every split
+    gets a slice) on ``cfgs[0]`` instead of the model's choice (for tuning and A/B runs)."""
+    forced = splits
+
     def plan(a, b, c, dev, epi=PLAIN, resident=None):
         """resident: blocks that run at once (default: as the GPU says; tests force few)."""
         from . import driver
         m, n, kk = c.rows, c.cols, a.cols
         copy = [readable and bool(tma_requirements(x.ptr, x.ld, x.itemsize)) for x in (a, b)]
         cfg, splits = cfgs[0], 1
-        if len(cfgs) > 1 or split:
+        if forced:
+            splits = forced if cfg.persistent else 1
+        elif len(cfgs) > 1 or split:
             slow_b = not copy[1] and not tma_rows_fast(b.ptr, b.ld, b.itemsize)
             cfg, splits = pick_config(cfgs, m, n, kk, slow_b, driver.sm_count(dev), split)
         ldw = fixup.plane_ld(n)
@@ -651,12 +656,13 @@ _OUT = ("float32", "float16", "bfloat16")
 _SM90A = (9, 0)
 
 
-def _variant(name, rung, cfgs, note, top=False):
+def _variant(name, rung, cfgs, note, top=False, splits=None):
     """A rung's variant. ``top``: the one ``auto`` picks, which takes every operand (a copy to a
-    readable pitch where TMA cannot read one) and splits K where tiles are too few."""
+    readable pitch where TMA cannot read one) and splits K where tiles are too few (``splits``:
+    always that many, on the first configuration)."""
     cfgs = cfgs if isinstance(cfgs, tuple) else (cfgs,)
-    return Variant(name, "wgmma", rung, _IN, _SM90A, note, _plan(*cfgs, readable=top, split=top), cfgs[0], _OUT,
-                   check=None if top else _check, max_cc=_SM90A, kernels=_kernels(cfgs, top))
+    return Variant(name, "wgmma", rung, _IN, _SM90A, note, _plan(*cfgs, readable=top, split=top, splits=splits),
+                   cfgs[0], _OUT, check=None if top else _check, max_cc=_SM90A, kernels=_kernels(cfgs, top))
 
 
 RUNGS = [
@@ -680,7 +686,9 @@ RUNGS = [
 ]
 
 
-def variant_from(cfgs, name: str) -> Variant:
+def variant_from(cfgs, name: str, splits=None) -> Variant:
     """An unregistered variant of the wgmma kernel with ``cfgs`` (one configuration, or several
-    for ``pick_config`` to choose from per problem; ``api.variant_from``)."""
-    return _variant(name, 0, cfgs, f"the wgmma kernel with {cfgs}")
+    for ``pick_config`` to choose from per problem; ``api.variant_from``). With ``splits``, it
+    runs the first configuration as the top rung does (any operand), K split that many ways."""
+    return _variant(name, 0, cfgs, f"the wgmma kernel with {cfgs}" + (f", {splits} K splits" if splits else ""),
+                    top=splits is not None, splits=splits)
