@@ -87,7 +87,7 @@ def parse_size(s: str) -> Tuple[int, int, int]:
 
 def _variant_name(s: str) -> str:
     import numba_tc
-    names = [v.name for v in numba_tc.variants()]
+    names = ["auto"] + [v.name for v in numba_tc.variants()]
     if s not in names:
         raise argparse.ArgumentTypeError(f"unknown variant {s!r}; valid variants: {', '.join(names)}")
     return s
@@ -311,7 +311,8 @@ def _plan(args, error) -> List[Tuple[str, list]]:
     if args.variants and (args.ladder or args.all):
         error("--variants cannot be combined with --ladder or --all")
     if args.variants:
-        chosen = [numba_tc.get_variant(n) for n in dict.fromkeys(args.variants)]
+        from numba_tc.bench import AUTO
+        chosen = [AUTO if n == "auto" else numba_tc.get_variant(n) for n in dict.fromkeys(args.variants)]
     else:
         chosen = []
         for ladder in ([args.ladder] if args.ladder else LADDERS):
@@ -324,7 +325,7 @@ def _plan(args, error) -> List[Tuple[str, list]]:
             error(f"no ladder takes {args.dtype}")
     groups: Dict[str, list] = {}
     for v in chosen:
-        dt = args.dtype or LADDER_DTYPE.get(v.ladder, v.dtypes[0])
+        dt = args.dtype or LADDER_DTYPE.get(v.ladder, "bfloat16" if v.ladder == "auto" else v.dtypes[0])
         if dt not in v.dtypes:
             error(f"variant {v.name} takes {', '.join(v.dtypes)}, not {dt} (choose with --dtype)")
         groups.setdefault(dt, []).append(v)

@@ -45,6 +45,7 @@ class Record:
     cublas_ms: Optional[float] = None
     first_call_s: Optional[float] = None
     layout: str = "NN"
+    config: Optional[str] = None          # variant "auto": what it ran (``numba_tc.explain``)
 
 
 def commit_id() -> str:
@@ -204,12 +205,24 @@ def _device_name() -> str:
     return name
 
 
+class _Auto:
+    """What ``run`` times for the variant name "auto": gemm's own choice, per problem."""
+    name = ladder = "auto"
+    dtypes = ("float32", "tf32", "float16", "bfloat16")
+    min_cc, max_cc = (7, 5), None
+
+
+AUTO = _Auto()
+
+
 def run(variants: Sequence, sizes: Sequence[tuple], dtype: str = "float32", layout: str = "NN",
         command: str = "", progress=True, budget_s: float = 1.0, check: bool = True,
         log=print) -> List[Record]:
     """Check and time ``variants`` at each (m, n, k) against cuBLAS. Returns the records.
 
-    variants: names or ``numba_tc.Variant`` objects (records carry ``v.name``).
+    variants: names or ``numba_tc.Variant`` objects (records carry ``v.name``); "auto" times what
+    ``gemm`` chooses per problem (``allow_tf32`` for dtype "tf32"), and its records say what that
+    was (``config``, from ``numba_tc.explain``).
     progress: True (a tqdm bar if tqdm is installed, else plain lines), False (plain lines), or a
     bar of your own (``set_description``, ``update``, ``close``) shared by several calls, which
     is left open.
@@ -220,7 +233,7 @@ def run(variants: Sequence, sizes: Sequence[tuple], dtype: str = "float32", layo
     arr_dtype = "float32" if dtype == "tf32" else dtype      # tf32: fp32 arrays, tf32 math
     dev, commit = _device_name(), commit_id()
     records: List[Record] = []
-    steps = [(s, api.get_variant(v)) for s in sizes for v in variants]
+    steps = [(s, AUTO if v == "auto" else api.get_variant(v)) for s in sizes for v in variants]
     own_bar = isinstance(progress, bool)
     bar = progress_bar(len(steps), progress) if own_bar else progress
     inputs = {}
@@ -236,9 +249,11 @@ def run(variants: Sequence, sizes: Sequence[tuple], dtype: str = "float32", layo
         a, b, ref = inputs[key]
         flop = 2.0 * m * n * k
         c = be.full_nan(m, n, arr_dtype)
+        run_v = "auto" if v is AUTO else v
+        tf32 = v is AUTO and dtype == "tf32"
         t = time.perf_counter()
         try:
-            api.gemm(a, b, variant=v, out=c)
+            api.gemm(a, b, variant=run_v, out=c, allow_tf32=tf32)
         except ValueError as e:                # a variant that refuses these operands, by name
             if "cannot run this problem" not in str(e):
                 raise
@@ -248,21 +263,23 @@ def run(variants: Sequence, sizes: Sequence[tuple], dtype: str = "float32", layo
         from numba import cuda
         cuda.synchronize()
         first = time.perf_counter() - t
+        config = api.explain(a, b, "auto", out=c, allow_tf32=tf32) if v is AUTO else None
         err = be.rel_err(c, ref) if check else float("nan")
         tol = _tolerance(dtype)
         if check and not err <= tol:
             log(f"FAILED check: {vname} {m}x{n}x{k} {layout} rel_err={err:.3e} > {tol:.0e}; not timed")
             records.append(Record(vname, v.ladder, dtype, m, n, k, 0.0, None, None, err, dev, commit,
-                                  command, float("nan"), None, first, layout))
+                                  command, float("nan"), None, first, layout, config))
             bar.update(1)
             continue
         # the variant and cuBLAS in alternating rounds, on the same inputs (see time_interleaved)
         c_cublas = be.full_nan(m, n, arr_dtype)
-        ms, cms = time_interleaved([lambda: api.gemm(a, b, variant=v, out=c), be.cublas(a, b, c_cublas)],
+        ms, cms = time_interleaved([lambda: api.gemm(a, b, variant=run_v, out=c, allow_tf32=tf32),
+                                    be.cublas(a, b, c_cublas)],
                                    budget_s=2 * budget_s)
         tf, ctf = flop / ms / 1e9, flop / cms / 1e9
         records.append(Record(vname, v.ladder, dtype, m, n, k, tf, ctf, tf / ctf, err, dev,
-                              commit, command, ms, cms, first, layout))
+                              commit, command, ms, cms, first, layout, config))
         bar.update(1)
     if own_bar:
         bar.close()

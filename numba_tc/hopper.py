@@ -439,7 +439,7 @@ def _check(a, b, c):
 # (benchmarks/NOTES.md, session 12).
 PEAK_PER_SM = 790e12 / 132          # dense 16-bit FLOP/s of one SM (H100: 790 TFLOP/s measured)
 HBM_BYTES_S = 3.0e12                # device memory bandwidth (H100: a large copy, read + write)
-SM_SHARE = 1.5                      # one SM draws at most this many times its even share of it
+SM_SHARE = 2                        # one SM draws at most this many times its even share of it
 FIXUP_S = 4e-6                      # the fix-up pass's launch and latency
 MIN_SPLIT_SLICES = 4                # a split takes at least this many K slices
 TIE = 0.95                          # a later choice must be estimated this much faster to win

@@ -326,3 +326,13 @@ def test_a_corrupt_results_file_in_a_fresh_process(tmp_path):
     bad.write_text("[{]")
     p = _python("-m", "numba_tc", "recorded", env={bench.RESULTS_ENV: str(bad)})
     assert p.returncode == 1 and "is not valid JSON" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_bench_takes_auto_as_a_variant_in_any_dtype():
+    """``bench --variants auto`` times gemm's own choice; its records say what it was (config)."""
+    args = cli.build_parser().parse_args(["bench", "--variants", "auto", "hopper", "--dtype", "float16"])
+    groups = cli._plan(args, lambda msg: pytest.fail(msg))
+    assert [(dt, [v.name for v in vs]) for dt, vs in groups] == [("float16", ["auto", "hopper"])]
+    args = cli.build_parser().parse_args(["bench", "--variants", "auto"])
+    assert [dt for dt, _ in cli._plan(args, lambda msg: pytest.fail(msg))] == ["bfloat16"]
+    assert "config" in bench.Record.__dataclass_fields__
