@@ -434,16 +434,17 @@ def _check(a, b, c):
 # of the measured peak, less for tiles that move more bytes per flop), or the bytes the units
 # move over the memory bandwidth the busy SMs can draw, whichever is longer (and a part of the
 # shorter: they do not overlap perfectly, so a decoding tile that wastes wgmma work on zero rows
-# costs something even where memory bounds it); then, for a split,
-# the fix-up pass (a launch, the planes read back, C written), which runs after the kernel. What it is for is the ranking, not the times: the constants are the H100's
-# (benchmarks/NOTES.md, session 12).
+# costs something even where memory bounds it); then, for a split, the fix-up pass (a launch, the
+# planes read back, C written), which runs after the kernel. What it is for is the ranking, not
+# the times: the constants are the H100's, calibrated on every candidate of 10 problems timed
+# (benchmarks/results/tune_split_h100.json; benchmarks/NOTES.md, session 12).
 PEAK_PER_SM = 790e12 / 132          # dense 16-bit FLOP/s of one SM (H100: 790 TFLOP/s measured)
 HBM_BYTES_S = 3.0e12                # device memory bandwidth (H100: a large copy, read + write)
 SM_SHARE = 2                        # one SM draws at most this many times its even share of it
 FIXUP_S = 4e-6                      # the fix-up pass's launch and latency
 MIN_SPLIT_SLICES = 4                # a split takes at least this many K slices
 TIE = 0.95                          # a later choice must be estimated this much faster to win
-OVERLAP = 0.3
+OVERLAP = 0.3                       # the share of the shorter of math and memory time that shows
 TILE_EFFICIENCY = {(128, 256): 1.0, (128, 192): 0.95, (128, 128): 0.85, (64, 256): 0.8}
 
 
@@ -481,8 +482,9 @@ def pick_config(cfgs, m: int, n: int, k: int, slow_b: bool, sms: int, split: boo
     > 1) if B's rows load slowly (``slow_b``, see ``tensormap.tma_rows_fast``), else of those
     that do not, and of 1 to ``sms`` K splits (at least ``MIN_SPLIT_SLICES`` slices each; only
     1 unless ``split``), the pair ``estimate`` ranks fastest, the earlier configuration and the
-    fewer splits unless another is faster by more than the model's noise (``TIE``). It reproduces the measured choices before split-K: 1024^3 takes
-    128x128 tiles (188 vs 132 TFLOP/s with 128x256), 2048^3 128x256 (626 vs 609)."""
+    fewer splits unless another is faster by more than the model's noise (``TIE``). It keeps
+    the measured choices from before split-K: 1024^3 takes 128x128 tiles (188 vs 132 TFLOP/s
+    with 128x256), 2048^3 128x256 (626 vs 609)."""
     pool = [c for c in cfgs if (c.cluster > 1) == slow_b] or list(cfgs)
     best = None
     for cfg in pool:
@@ -551,7 +553,8 @@ def _repack_step(x, which: int, region: int, dev):
 
     def args(ws, pa, pb, pc, *ep):
         return ((pa, pb)[which], ws + region, lines, width, x.ld, ld)
-    step = Step(k, repack.grid(lines, width), repack.THREADS, args, fn=driver.load(k, dev), label=f"repack {'ab'[which]}")
+    step = Step(k, repack.grid(lines, width), repack.THREADS, args, fn=driver.load(k, dev),
+                label=f"repack {'ab'[which]}")
     return step, replace(x, ld=ld, ptr=0)
 
 
