@@ -22,11 +22,14 @@ def _compile_job(i: int):
 
 
 def precompile(variants=None, archs=None, dtypes=None, jobs=None, progress: bool = True):
-    """Fill the disk cache ahead of time, with or without a GPU: the kernels ``variants`` (names
-    or Variants; default all) run for 16-byte aligned operands in each of the four layouts, for
-    each input dtype they take (or those in ``dtypes``) and each target in ``archs`` (default:
-    this GPU's, or 'sm_90a' without one). Compiles in ``jobs`` processes (default: one per core).
-    Returns one record per kernel: {kernel, arch, seconds, cached}."""
+    """Fill the disk cache ahead of time, with or without a GPU: every kernel the planners of
+    ``variants`` (names or Variants; default all) can pick without an epilogue (``Variant.kernels``:
+    each layout, alignment of the operands' rows, output dtype, and the split and helper kernels
+    of a plan; tests/test_aot_coverage.py checks the lists against the planners), for each input
+    dtype they take (or those in ``dtypes``; "tf32": float32 arrays on tensor cores) and each
+    target in ``archs`` (default: this GPU's, or 'sm_90a' without one). Compiles in ``jobs``
+    processes (default: one per core). Returns one record per kernel: {kernel, arch, seconds,
+    cached}."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 

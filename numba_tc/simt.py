@@ -19,6 +19,7 @@ Conventions, shared by every rung:
 """
 from __future__ import annotations
 
+from itertools import product
 
 from numba import cuda, float32
 
@@ -471,7 +472,7 @@ def _tiled_plan(rung, cfg):
         blocks per SM of the compiled kernel; none under the simulator). With an epilogue the
         tail is not split (the epilogue applies once, to whole sums)."""
         conf = cfg if epi.plain else cfg.replace(split_tail=False)
-        k = tiled_kernel(conf, a.trans, b.trans, a.aligned16, b.aligned16, c.aligned16, epi)
+        k = tiled_kernel(conf, a.trans, b.trans, *vector_flags(conf, a.aligned16, b.aligned16, c.aligned16), epi)
         m, n, kk, lda, ldb, ldc = c.rows, c.cols, a.cols, a.ld, b.ld, c.ld
         if not conf.split_tail:
             grid, block = launch_grid(rung, conf, m, n)
@@ -494,14 +495,30 @@ def _tiled_plan(rung, cfg):
     return plan
 
 
+def vector_flags(cfg: SimtConfig, va: bool, vb: bool, vc: bool):
+    """The alignment flags (va, vb, vc) of ``tiled_kernel`` as its code uses them: 16-byte loads
+    exist only with ``vector_loads`` (cfg.vec == 4), 16-byte stores only with ``vector_stores``
+    and ``tn`` a multiple of 4; a flag the kernel ignores is passed as False, so that one kernel
+    (one cache entry, one ahead-of-time compile) serves both values. The planner and the
+    ahead-of-time list (``_kernels``) both go through it."""
+    loads = cfg.vec == 4
+    return va and loads, vb and loads, vc and cfg.vector_stores and cfg.tn % 4 == 0
+
+
 def _kernels(rung, factory=None, cfg=None):
-    """The kernels a rung runs for 16-byte aligned operands in each layout (for ahead-of-time
-    compiles, ``build.precompile``)."""
+    """Every kernel the rung's planner can pick (for ahead-of-time compiles, ``aot.precompile``):
+    one per layout (ta, tb), and for the tiled rungs per alignment of A, B and C that the kernel
+    distinguishes (``vector_flags``), and the zeroing kernel of the tail split. (An epilogue
+    makes other kernels, compiled on first use.)"""
     def kernels(dtype):
         out = []
+        flags = sorted({vector_flags(cfg, *f) for f in product((True, False), repeat=3)}, reverse=True) if cfg else []
         for ta in (False, True):
             for tb in (False, True):
-                out.append(factory(ta, tb) if factory else tiled_kernel(cfg, ta, tb, True, True, True))
+                if factory:
+                    out.append(factory(ta, tb))
+                else:
+                    out += [tiled_kernel(cfg, ta, tb, *f) for f in flags]
         if cfg is not None and cfg.split_tail:
             out.append(_zero_kernel())
         return out

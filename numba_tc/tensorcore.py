@@ -23,6 +23,7 @@ Conventions (shared with the SIMT ladder, see ``simt.py``):
 from __future__ import annotations
 
 import math
+from itertools import product
 
 from numba import cuda, float32, int32, uint32
 
@@ -516,23 +517,26 @@ def _plan_tiled(cfg: MmaConfig):
     return plan
 
 
+def outputs(dtype: str):
+    """The output dtypes of a problem whose inputs run as ``dtype`` ("tf32": float32 arrays): the
+    input arrays' dtype or float32, as ``api.gemm`` allows."""
+    arrays = "float32" if dtype == "tf32" else dtype
+    return tuple(dict.fromkeys((arrays, "float32")))
+
+
 def _kernels(cfg=None):
-    """The kernels a rung runs for aligned operands of ``dtype`` in each layout, written in the
-    input dtype (for ahead-of-time compiles, ``build.precompile``)."""
+    """Every kernel the rung's planner can pick for inputs of ``dtype`` (for ahead-of-time
+    compiles, ``aot.precompile``): one per output dtype (``outputs``) and layout (ta, tb), and for
+    the tiled rungs per alignment of A's and B's rows (va, vb: 16-byte copies or element-wise)
+    and of C's column pairs (vc), every one of which the kernel's code uses; aligned first.
+    (An epilogue makes other kernels, compiled on first use.)"""
     def kernels(dtype):
-        out = []
-        for ta in (False, True):
-            for tb in (False, True):
-                if cfg is None:
-                    out.append(naive_kernel(compute_dtype(dtype), _out(dtype), ta, tb))
-                else:
-                    out.append(tiled_kernel(cfg, compute_dtype(dtype), _out(dtype), ta, tb, True, True, True))
-        return out
+        cd, layouts = compute_dtype(dtype), list(product((False, True), repeat=2))
+        if cfg is None:
+            return [naive_kernel(cd, o, ta, tb) for o in outputs(dtype) for ta, tb in layouts]
+        return [tiled_kernel(cfg, cd, o, ta, tb, *flags) for flags in product((True, False), repeat=3)
+                for o in outputs(dtype) for ta, tb in layouts]
     return kernels
-
-
-def _out(dtype: str) -> str:
-    return "float32" if dtype in ("float32", "tf32") else dtype
 
 
 # Rungs 2-4 share one block shape, so each differs from the one below by its note only: 128x128

@@ -1,0 +1,180 @@
+"""Ahead of time means every kernel: whatever a variant's planner picks for a plain problem (no
+epilogue) is in the list ``python -m numba_tc compile`` builds (``Variant.kernels``), so that after
+it no call compiles. The planners run here against a faked driver (132 SMs, no GPU touched) over
+a grid of problems: the dtypes each variant takes, the four layouts, a row- or column-major
+output (the api computes a column-major C as C^T = B^T A^T), the input dtype or float32 out,
+contiguous, padded and offset operands (rows 16-byte aligned or not, 16 mod 32 bytes apart, C's
+column pairs aligned or not), and small, decoding, ragged, large and huge-K shapes.
+
+Out of scope: plans with an epilogue (their kernels carry the epilogue's code, and compile on
+first use; the fix-up of a split with an epilogue likewise)."""
+import itertools
+import types
+
+import pytest
+
+import numba_tc
+from numba_tc import driver
+from numba_tc.arrays import Matrix
+from numba_tc.layout import ITEMSIZE
+
+from conftest import SIM
+
+pytestmark = [pytest.mark.cpu,
+              pytest.mark.skipif(SIM, reason="the simulator plans without the driver and builds no cubins")]
+
+SHAPES = [(1, 4096, 4096), (64, 256, 65536), (7, 9, 11), (128, 128, 128), (96, 5120, 5120),
+          (256, 256, 131072), (1000, 1000, 32768), (1536, 1536, 1536), (4095, 4097, 4099),
+          (4096, 4096, 4096), (128 * 66, 256, 1024), (8192, 8192, 8192), (65536, 256, 4096)]
+# Each operand as (pad of the leading dimension, offset of the base in elements[, in bytes]):
+# contiguous, rows made odd, the base one element off; B's rows also 16 mod 32 bytes apart
+# (16-bit: TMA reads them slowly, hopper multicasts B); C's base 8 bytes off (pairs aligned, not
+# 16 bytes)
+ALIGNMENTS = list(itertools.product([(0, 0), (1, 0), (0, 1)], [(0, 0), (1, 0), (0, 1), (8, 0)],
+                                    [(0, 0), (1, 0), (0, 0, 8)]))
+LAYOUTS = list(itertools.product((False, True), repeat=3))      # A, B, C column-major
+
+
+@pytest.fixture
+def fake_driver(monkeypatch):
+    """The driver's answers an H100 gives, without one: planners load kernels (here: nothing is
+    compiled or loaded), and read SMs, occupancy and cluster residency."""
+    monkeypatch.setattr(driver, "load", lambda kernel, dev: types.SimpleNamespace(kernel=kernel, device=dev,
+                                                                                  max_smem=232448 - 1024))
+    monkeypatch.setattr(driver, "sm_count", lambda dev: 132)
+    monkeypatch.setattr(driver, "occupancy", lambda fn, block, smem=0: 3 if block <= 128 else 1)
+    monkeypatch.setattr(driver, "max_active_clusters", lambda fn, block, smem, cluster: 132 // cluster)
+    monkeypatch.setattr(driver, "capability", lambda dev: (9, 0))
+    monkeypatch.setattr(driver, "smem_optin", lambda dev: 232448)
+    monkeypatch.setattr(driver, "device_count", lambda: 1)
+
+
+def _operand(rows, cols, trans, dtype, align, base):
+    pad, off = align[0], align[1]
+    byte = align[2] if len(align) > 2 else off * ITEMSIZE[dtype]
+    ld = (rows if trans else cols) + pad
+    return Matrix(None, rows, cols, max(ld, 1), trans, dtype, base + byte)
+
+
+def problems(dtype):
+    """(A, B, C) as the api hands them to a planner (swapped for a column-major C), for inputs
+    that run as ``dtype`` (tf32: float32 arrays)."""
+    arrays = "float32" if dtype == "tf32" else dtype
+    for (m, n, k), (ta, tb, tc), aligns in itertools.product(SHAPES, LAYOUTS, ALIGNMENTS):
+        for out in dict.fromkeys((arrays, "float32")):
+            a = _operand(m, k, ta, arrays, aligns[0], 1 << 32)
+            b = _operand(k, n, tb, arrays, aligns[1], 2 << 32)
+            c = _operand(m, n, tc, out, aligns[2], 3 << 32)
+            if c.trans:                      # api._Problem.plan
+                a, b, c = b.transposed(), a.transposed(), c.transposed()
+            yield a, b, c
+
+
+_PLANNED: dict = {}
+
+
+def planned(v, dtype):
+    """{kernel key: a problem whose plan launches it} over ``problems(dtype)`` that ``v`` takes
+    (the planners' answers do not change within a run: kept per variant and dtype)."""
+    seen = _PLANNED.get((v.name, dtype))
+    if seen is None:
+        seen = _PLANNED[(v.name, dtype)] = {}
+        for a, b, c in problems(dtype):
+            if v.refuses(a, b, c):
+                continue
+            for st in v.plan(a, b, c, 0):
+                seen.setdefault(st.kernel.key, (a, b, c))
+    return seen
+
+
+def missing(v, kernels=None):
+    """Planned keys the list lacks (the lists of all the variant's dtypes together)."""
+    kernels = kernels or v.kernels
+    have = {k.key for dt in v.dtypes for k in kernels(dt)}
+    out = {}
+    for dt in v.dtypes:
+        for key, example in planned(v, dt).items():
+            if key not in have:
+                out.setdefault(key, example)
+    return out
+
+
+def _describe(miss):
+    return "\n".join(f"  {key}\n    e.g. A={a.rows}x{a.cols} ld={a.ld} trans={a.trans} {a.dtype}, "
+                     f"B={b.rows}x{b.cols} ld={b.ld} trans={b.trans}, C ld={c.ld} ptr%16={c.ptr % 16} {c.dtype}"
+                     for key, (a, b, c) in list(miss.items())[:8]) + (f"\n  ... {len(miss)} in all" if len(miss) > 8 else "")
+
+
+@pytest.mark.parametrize("name", [v.name for v in numba_tc.variants() if v.ladder in ("simt", "mma")])
+def test_every_kernel_the_planner_picks_is_compiled_ahead_of_time(name, fake_driver):
+    v = numba_tc.get_variant(name)
+    miss = missing(v)
+    assert not miss, f"{name} plans kernels its ahead-of-time list lacks:\n{_describe(miss)}"
+    for dt in v.dtypes:          # and the list holds nothing the planner never picks
+        unused = [k.name for k in v.kernels(dt) if k.key not in planned(v, dt)]
+        assert not unused, f"{name} lists {len(unused)} kernels no {dt} problem here plans: {unused[:4]}"
+
+
+def test_float32_problems_reach_the_tf32_kernels(fake_driver):
+    """``aot.precompile`` compiles the tensor-core ladder for "tf32": the kernels float32 arrays
+    run there (allow_tf32=True, or a named mma variant)."""
+    v = numba_tc.get_variant("mma_tuned")
+    keys = set(planned(v, "tf32"))
+    assert keys and all("'tf32'" in key for key in keys) and keys <= {k.key for k in v.kernels("tf32")}
+
+
+def proposed_hopper_kernels(cfgs, top: bool):
+    """What ``hopper._kernels`` would return for every kernel ``hopper._plan`` picks: each
+    configuration, layout and output dtype (the input's or float32) with C's stores as the
+    planner decides them (by TMA where the configuration has ``tma_store`` and C's rows allow it,
+    else from registers in pairs or one by one); for the top rung also the split-K kernels (fp32
+    planes), the fix-up into either output dtype and the operand copy."""
+    from numba_tc import fixup, hopper, repack
+    from numba_tc.epilogue import PLAIN
+    layouts = list(itertools.product((False, True), repeat=2))
+
+    def stores(cfg):                  # (vc, tma_c): TMA-writable rows are pair-aligned too
+        return ((True, True),) * cfg.tma_store + ((True, False), (False, False))
+
+    def kernels(dtype):
+        outs = (dtype, "float32")
+        out = [hopper.wgmma_kernel(cfg, dtype, o, ta, tb, vc, tma_c)
+               for cfg in cfgs for vc, tma_c in stores(cfg) for o in outs for ta, tb in layouts]
+        if top:
+            out += [hopper.wgmma_kernel(cfg, dtype, "float32", ta, tb, True, False, PLAIN, True)
+                    for cfg in cfgs if cfg.persistent for ta, tb in layouts]
+            out += [fixup.fixup_kernel(o) for o in outs] + [repack.repack_kernel(dtype)]
+        return out
+    return kernels
+
+
+def _hopper_configs(v):
+    from numba_tc import hopper
+    return hopper.RUNG7_CONFIGS if v.name == "hopper" else (v.config,)
+
+
+@pytest.mark.parametrize("name", [v.name for v in numba_tc.variants(ladder="wgmma")])
+def test_hopper_kernels_the_planner_picks_are_compiled_ahead_of_time(name, fake_driver):
+    """Where ``hopper._kernels`` lacks planned kernels, an expected failure naming them, once
+    ``proposed_hopper_kernels`` (the code to put there) is checked to have them all and nothing
+    the planner never picks; a plain pass once hopper's list has them."""
+    v = numba_tc.get_variant(name)
+    miss = missing(v)
+    if not miss:
+        return
+    proposal = proposed_hopper_kernels(_hopper_configs(v), name == "hopper")
+    still = missing(v, proposal)
+    assert not still, f"{name}: neither hopper._kernels nor the proposal has:\n{_describe(still)}"
+    for dt in v.dtypes:
+        unused = [k.name for k in proposal(dt) if k.key not in planned(v, dt)]
+        assert not unused, f"the proposal for {name} lists {len(unused)} kernels no {dt} problem plans"
+    pytest.xfail(f"hopper._kernels lacks {len(miss)} kernels {name} plans (proposed_hopper_kernels has "
+                 f"them):\n{_describe(miss)}")
+
+
+@pytest.mark.parametrize("name", [v.name for v in numba_tc.variants()])
+def test_lists_hold_no_duplicates(name):
+    v = numba_tc.get_variant(name)
+    for dt in v.dtypes:
+        keys = [k.key for k in v.kernels(dt)]
+        assert len(keys) == len(set(keys))
