@@ -9,19 +9,42 @@ batch of 1000, synchronized at the end, so the figure is the larger of the host'
 GPU's; ``host_only_us`` times 200 calls without waiting for the GPU (the enqueue cost alone).
 first_call: a new Python process imports numba_tc, makes its operands, and times its first
 call; "cold": an empty cache folder (the kernel is compiled), "warm": the same folder again.
+
+--modes aot (ahead of time): ``python -m numba_tc compile`` into an empty cache folder (the
+variants ``auto`` can pick on this GPU, or every variant with ``--aot-variants all``), recorded
+as ``{"kind": "aot_compile", "kernels", "seconds", ...}``; then, each in a fresh process, the
+first ``gemm(a, b, variant="auto")`` on torch tensors of ragged sizes whose rows are not 16-byte
+aligned, in float32, tf32 (``allow_tf32=True``), bfloat16 and float16: ``{"kind": "first_call",
+"cache": "aot", "variant": "auto", "dtype", "m", "n", "k", "seconds", ...}``, with ``compiled``,
+the kernels that call still had to compile (0 when the ahead-of-time set is complete):
+
+    python benchmarks/runtime.py --modes aot --json benchmarks/results/runtime_h100.json
+
+The records of the modes run replace those of the same modes in the --json file; the others
+there are kept.
 """
 import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 HOST = [("auto", "bfloat16"), ("hopper", "bfloat16"), ("mma_tuned", "bfloat16"), ("warptile", "float32")]
 # Numba device arrays (no bfloat16 arrays in Numba: fp16 on the tensor-core rungs)
 HOST_NUMBA = [("auto", "float16"), ("hopper", "float16"), ("mma_tuned", "float16"), ("warptile", "float32")]
 FIRST = [("hopper", "bfloat16"), ("mma_tuned", "bfloat16"), ("warptile", "float32")]
+# First calls after an ahead-of-time compile: (m, n, k, layout of A and B), ragged, and each with
+# rows that are not 16 bytes apart in every dtype (an odd K or N; a column-major operand's rows
+# are its columns); decoding, huge K, tiny, and every layout
+AOT_SHAPES = [(4095, 4097, 4099, "NN"), (1000, 1001, 999, "NN"), (7777, 1111, 3333, "TN"),
+              (1, 4097, 4095, "NN"), (33, 8191, 4097, "NT"), (257, 259, 65537, "NN"),
+              (5001, 3000, 7001, "TT"), (3, 5, 7, "NN")]
+AOT_DTYPES = ("float32", "tf32", "bfloat16", "float16")
 
 
 def _per_call_us(fn, n, sync):
@@ -86,16 +109,86 @@ def first_call_records(meta):
     return out
 
 
+def auto_variants(cc):
+    """The variants ``gemm(..., variant="auto")`` can pick on a GPU of compute capability ``cc``:
+    for each input precision and output dtype, its candidates best first (``api.candidates``)
+    down to the first that takes every operand (no ``check``)."""
+    from numba_tc import api
+    names = []
+    for prec in AOT_DTYPES:
+        arrays = "float32" if prec == "tf32" else prec
+        for out in dict.fromkeys((arrays, "float32")):
+            try:
+                cands = api.candidates("auto", prec, out, cc)
+            except TypeError:
+                continue
+            for v in cands:
+                names.append(v.name)
+                if v.check is None:
+                    break
+    return list(dict.fromkeys(names))
+
+
+def aot_records(meta, which):
+    """``python -m numba_tc compile`` into an empty cache folder, then each shape's first call
+    with ``auto`` in a fresh process (see the module's docstring)."""
+    import torch
+    from numba_tc.bench import first_call
+    out = []
+    cc = torch.cuda.get_device_capability()
+    names = auto_variants(cc) if which == "auto" else []
+    cmd = [sys.executable, "-m", "numba_tc", "compile", "--no-progress"] + (["--variants", *names] if names else [])
+    shown = "python -m numba_tc compile" + (" --variants " + " ".join(names) if names else "")
+    with tempfile.TemporaryDirectory() as d:
+        env = dict(os.environ, NUMBA_TC_CACHE_DIR=d, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        t = time.perf_counter()
+        p = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True)
+        wall = time.perf_counter() - t
+        if p.returncode:
+            raise RuntimeError(f"{shown} failed:\n{p.stdout}\n{p.stderr}")
+        summary = p.stdout.strip().splitlines()[-1]
+        kernels = sum(len(fs) for _, _, fs in os.walk(d))
+        out.append(dict(kind="aot_compile", variants=names or "all", compile_command=shown, kernels=kernels,
+                        seconds=round(wall, 1), jobs=os.cpu_count(), summary=summary, **meta))
+        print(f"{shown}: {kernels} kernels in {wall:.0f} s ({summary})", flush=True)
+        for m, n, k, layout in AOT_SHAPES:
+            for dtype in AOT_DTYPES:
+                r = first_call("auto", dtype, cache_dir=d, shape=(m, n, k), layout=layout)
+                out.append(dict(kind="first_call", cache="aot", variant="auto", dtype=dtype, m=m, n=n, k=k,
+                                layout=layout, seconds=round(r["seconds"], 4),
+                                import_seconds=round(r["import_seconds"], 3), rel_err=r["rel_err"],
+                                compiled=len(r["compiled"]), compiled_kernels=r["compiled"],
+                                compile_command=shown, **meta))
+                print(f"auto {dtype:<9} {m}x{n}x{k} {layout}: first call after compile {r['seconds'] * 1e3:8.1f} ms, "
+                      f"{len(r['compiled'])} kernels compiled in the call, rel_err {r['rel_err']:.1e}", flush=True)
+    return out
+
+
+def _mode(rec) -> str:
+    if rec.get("kind") == "host_us":
+        return "host"
+    if rec.get("kind") == "aot_compile" or rec.get("cache") == "aot":
+        return "aot"
+    return "first"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", help="write the records here")
     ap.add_argument("--size", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--profile", action="store_true", help="also print cProfile's top functions of 2000 calls")
+    ap.add_argument("--modes", nargs="+", choices=("host", "first", "aot"), default=["host", "first"],
+                    help="host_us records, first calls with a cold and a warm cache, first calls after an "
+                    "ahead-of-time compile (default: host first)")
+    ap.add_argument("--aot-variants", choices=("auto", "all"), default="auto",
+                    help="what --modes aot compiles: the variants auto can pick here (default), or all")
     args = ap.parse_args()
     from numba_tc.bench import commit_id
     meta = dict(commit=commit_id(), command="python benchmarks/runtime.py " + " ".join(sys.argv[1:]))
-    recs = host_records(args.size, args.rounds, meta) + first_call_records(meta)
+    recs = ((host_records(args.size, args.rounds, meta) if "host" in args.modes else [])
+            + (first_call_records(meta) if "first" in args.modes else [])
+            + (aot_records(meta, args.aot_variants) if "aot" in args.modes else []))
     if args.profile:
         import cProfile
         import pstats
@@ -120,8 +213,12 @@ def main():
         pstats.Stats(prof).sort_stats("tottime").print_stats(15)
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        kept = []
+        if os.path.exists(args.json):
+            with open(args.json) as f:
+                kept = [r for r in json.load(f) if _mode(r) not in args.modes]
         with open(args.json, "w") as f:
-            json.dump(recs, f, indent=1)
+            json.dump(kept + recs, f, indent=1)
         print(f"records written to {args.json}")
 
 

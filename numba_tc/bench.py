@@ -566,34 +566,53 @@ def environment() -> str:
 
 
 _FIRST_CALL = """
+import json
 import time
 import torch
 t0 = time.perf_counter()
 import numba_tc
+from numba_tc import build
 t1 = time.perf_counter()
-a = torch.randn({size}, {size}, device="cuda", dtype=torch.{dtype})
+compiled = []                       # kernels this process compiles (none, when the cache has them)
+_compile_cubin = build.compile_cubin
+def _counted(kernel, arch):
+    compiled.append(kernel.name)
+    return _compile_cubin(kernel, arch)
+build.compile_cubin = _counted
+torch.manual_seed(0)
+m, n, k = {shape}
+def operand(rows, cols, trans):     # a column-major operand is the transpose of a row-major one
+    x = torch.randn((cols, rows) if trans else (rows, cols), device="cuda", dtype=torch.{torch_dtype})
+    return x.T if trans else x
+a, b = operand(m, k, {ta}), operand(k, n, {tb})
 torch.cuda.synchronize()
 t2 = time.perf_counter()
-c = numba_tc.gemm(a, a, variant="{variant}")
+c = numba_tc.gemm(a, b, variant="{variant}", allow_tf32={tf32})
 torch.cuda.synchronize()
 t3 = time.perf_counter()
-ref = a.double() @ a.double()
-print(t1 - t0, t3 - t2, float(torch.linalg.norm(c.double() - ref) / torch.linalg.norm(ref)))
+ref = a.double() @ b.double()
+err = float(torch.linalg.norm(c.double() - ref) / torch.linalg.norm(ref))
+print(json.dumps(dict(import_seconds=t1 - t0, seconds=t3 - t2, rel_err=err, compiled=compiled)))
 """
 
 
-def first_call(variant: str, dtype: str, size: int = 1024, cache_dir: Optional[str] = None) -> dict:
+def first_call(variant: str, dtype: str, size: int = 1024, cache_dir: Optional[str] = None,
+               shape: Optional[Sequence[int]] = None, layout: str = "NN") -> dict:
     """A fresh Python process's ``import numba_tc`` and first ``gemm`` (torch operands of
-    ``size``^3, made and synchronized before the clock starts), in seconds, with the result's
-    relative error; ``cache_dir``: the kernel cache it uses (NUMBA_TC_CACHE_DIR)."""
+    ``size``^3, or ``shape`` (m, n, k), made and synchronized before the clock starts), in
+    seconds, with the result's relative error and the kernels that process compiled (none when
+    the cache has them); ``cache_dir``: the kernel cache it uses (NUMBA_TC_CACHE_DIR). ``dtype``
+    "tf32": float32 operands with ``allow_tf32=True``. ``layout``: A's and B's, "N" row-major,
+    "T" column-major (a transposed view)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
     if cache_dir:
         env["NUMBA_TC_CACHE_DIR"] = cache_dir
-    p = subprocess.run([sys.executable, "-c", _FIRST_CALL.format(variant=variant, dtype=dtype, size=size)],
-                       env=env, capture_output=True, text=True, timeout=900)
+    m, n, k = tuple(shape) if shape else (size,) * 3
+    code = _FIRST_CALL.format(variant=variant, shape=(m, n, k), ta=layout[0] == "T", tb=layout[1] == "T",
+                              torch_dtype="float32" if dtype == "tf32" else dtype, tf32=dtype == "tf32")
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=900)
     if p.returncode:
         raise RuntimeError(f"the fresh process failed:\n{p.stderr}")
-    imp, first, err = map(float, p.stdout.split()[-3:])
-    return {"import_seconds": imp, "seconds": first, "rel_err": err}
+    return json.loads(p.stdout.strip().splitlines()[-1])
 
