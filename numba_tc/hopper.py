@@ -621,16 +621,23 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
 
 
 def _kernels(cfgs, top: bool):
-    """The kernels a rung runs for aligned operands of ``dtype`` in each layout, written in the
-    input dtype (for ahead-of-time compiles, ``build.precompile``); for the top rung also its
-    split-K kernels, their fix-up and the operand copy."""
+    """Every kernel a rung's planner picks for ``dtype`` inputs without an epilogue (for
+    ahead-of-time compiles, ``aot.precompile``; tests/test_aot_coverage.py checks the planner
+    against it): each layout, the input dtype or float32 out, C stored by TMA, in pairs or one
+    element at a time; for the top rung also its split-K kernels, their fix-ups and the copy."""
+    layouts = [(ta, tb) for ta in (False, True) for tb in (False, True)]
+
+    def stores(cfg):   # (vc, tma_c) as _plan decides them: rows TMA can write are pair-aligned too
+        return ((True, True),) * cfg.tma_store + ((True, False), (False, False))
+
     def kernels(dtype):
-        out = [wgmma_kernel(cfg, dtype, dtype, ta, tb, True, cfg.tma_store)
-               for cfg in cfgs for ta in (False, True) for tb in (False, True)]
+        outs = (dtype, "float32")
+        out = [wgmma_kernel(cfg, dtype, o, ta, tb, vc, tc)
+               for cfg in cfgs for vc, tc in stores(cfg) for o in outs for ta, tb in layouts]
         if top:
             out += [wgmma_kernel(cfg, dtype, "float32", ta, tb, True, False, PLAIN, True)
-                    for cfg in cfgs for ta in (False, True) for tb in (False, True)]
-            out += [fixup.fixup_kernel(dtype), repack.repack_kernel(dtype)]
+                    for cfg in cfgs if cfg.persistent for ta, tb in layouts]
+            out += [fixup.fixup_kernel(o) for o in outs] + [repack.repack_kernel(dtype)]
         return out
     return kernels
 

@@ -106,7 +106,7 @@ def _describe(miss):
                      for key, (a, b, c) in list(miss.items())[:8]) + (f"\n  ... {len(miss)} in all" if len(miss) > 8 else "")
 
 
-@pytest.mark.parametrize("name", [v.name for v in numba_tc.variants() if v.ladder in ("simt", "mma")])
+@pytest.mark.parametrize("name", [v.name for v in numba_tc.variants()])
 def test_every_kernel_the_planner_picks_is_compiled_ahead_of_time(name, fake_driver):
     v = numba_tc.get_variant(name)
     miss = missing(v)
@@ -122,55 +122,6 @@ def test_float32_problems_reach_the_tf32_kernels(fake_driver):
     v = numba_tc.get_variant("mma_tuned")
     keys = set(planned(v, "tf32"))
     assert keys and all("'tf32'" in key for key in keys) and keys <= {k.key for k in v.kernels("tf32")}
-
-
-def proposed_hopper_kernels(cfgs, top: bool):
-    """What ``hopper._kernels`` would return for every kernel ``hopper._plan`` picks: each
-    configuration, layout and output dtype (the input's or float32) with C's stores as the
-    planner decides them (by TMA where the configuration has ``tma_store`` and C's rows allow it,
-    else from registers in pairs or one by one); for the top rung also the split-K kernels (fp32
-    planes), the fix-up into either output dtype and the operand copy."""
-    from numba_tc import fixup, hopper, repack
-    from numba_tc.epilogue import PLAIN
-    layouts = list(itertools.product((False, True), repeat=2))
-
-    def stores(cfg):                  # (vc, tma_c): TMA-writable rows are pair-aligned too
-        return ((True, True),) * cfg.tma_store + ((True, False), (False, False))
-
-    def kernels(dtype):
-        outs = (dtype, "float32")
-        out = [hopper.wgmma_kernel(cfg, dtype, o, ta, tb, vc, tma_c)
-               for cfg in cfgs for vc, tma_c in stores(cfg) for o in outs for ta, tb in layouts]
-        if top:
-            out += [hopper.wgmma_kernel(cfg, dtype, "float32", ta, tb, True, False, PLAIN, True)
-                    for cfg in cfgs if cfg.persistent for ta, tb in layouts]
-            out += [fixup.fixup_kernel(o) for o in outs] + [repack.repack_kernel(dtype)]
-        return out
-    return kernels
-
-
-def _hopper_configs(v):
-    from numba_tc import hopper
-    return hopper.RUNG7_CONFIGS if v.name == "hopper" else (v.config,)
-
-
-@pytest.mark.parametrize("name", [v.name for v in numba_tc.variants(ladder="wgmma")])
-def test_hopper_kernels_the_planner_picks_are_compiled_ahead_of_time(name, fake_driver):
-    """Where ``hopper._kernels`` lacks planned kernels, an expected failure naming them, once
-    ``proposed_hopper_kernels`` (the code to put there) is checked to have them all and nothing
-    the planner never picks; a plain pass once hopper's list has them."""
-    v = numba_tc.get_variant(name)
-    miss = missing(v)
-    if not miss:
-        return
-    proposal = proposed_hopper_kernels(_hopper_configs(v), name == "hopper")
-    still = missing(v, proposal)
-    assert not still, f"{name}: neither hopper._kernels nor the proposal has:\n{_describe(still)}"
-    for dt in v.dtypes:
-        unused = [k.name for k in proposal(dt) if k.key not in planned(v, dt)]
-        assert not unused, f"the proposal for {name} lists {len(unused)} kernels no {dt} problem plans"
-    pytest.xfail(f"hopper._kernels lacks {len(miss)} kernels {name} plans (proposed_hopper_kernels has "
-                 f"them):\n{_describe(miss)}")
 
 
 @pytest.mark.parametrize("name", [v.name for v in numba_tc.variants()])

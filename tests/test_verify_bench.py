@@ -108,7 +108,7 @@ def test_run_takes_variant_objects_and_names(monkeypatch):
 
     seen = []
 
-    def gemm(a, b, variant, out):
+    def gemm(a, b, variant, out, allow_tf32=False):
         seen.append(variant)
         out[...] = a @ b
 
