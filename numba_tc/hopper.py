@@ -1,9 +1,12 @@
 """The Hopper ladder: TMA, wgmma and mbarrier pipelines from Numba (sm_90a), composing the
 primitives of ``ptx/hopper.cu``.
 
-One kernel, built from a ``WgmmaConfig`` out of named parts (the scheduler ``_tile``, the producer
-``_producer``, the mainloop ``_mainloop``, the epilogue ``_epilogue``); each rung is one line of
-``RUNG1``..``RUNG7`` below, a configuration that switches on what its note says:
+One kernel, built from a ``WgmmaConfig`` out of parts, each a cached factory of compile-time
+facts returning a device function of run-time values only (the scheduler ``make_scheduler``, the
+producer ``make_producer`` over ``make_load_stage``, the mainloop ``make_mainloop`` over
+``make_slice_mma``, the epilogue ``make_epilogue_part``, composed by ``make_consumer``, or by
+``make_one_tile`` for rungs 1-2); each rung is one line of ``RUNG1``..``RUNG7`` below, a
+configuration that switches on what its note says:
 
 1. ``wgmma_tma``: TMA loads a multi-stage ring of 128B-swizzled tiles, completing on an mbarrier
    per stage; one warpgroup issues ``wgmma`` straight from shared memory. The first thread refills
@@ -40,6 +43,7 @@ reason, and ``variant="auto"`` falls back to the mma.sync ladder for them.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import lru_cache
 
 from numba import cuda, float32, uint32
 
@@ -71,7 +75,13 @@ PARAMS = ("map",) * 3 + ("i64",) * 6
 
 
 # ---------------------------------------------------------------------------------------------
-# Device pieces
+# The kernel's parts, CUTLASS's way: a tile scheduler (which tile a block takes next), a producer
+# (TMA into the ring), a mainloop (wgmma over the ring) and an epilogue (accumulators to C). Each
+# is a factory, cached per configuration, that closes over its compile-time constants (upper
+# case) and returns a device function of run-time values only (as ``epilogue.make`` does); the
+# larger parts take the smaller ones they call as arguments, so any one can be swapped.
+# ``wgmma_kernel`` composes them. The ring: S stages of STAGE bytes from ``sbase``, a full
+# mbarrier per stage at bars + 8s and an empty one at bars + 8(S + s).
 # ---------------------------------------------------------------------------------------------
 @device
 def _operand_desc(tile, kmajor, mn, ks):
@@ -81,278 +91,341 @@ def _operand_desc(tile, kmajor, mn, ks):
     return wgmma_desc(tile + wgmma_operand_offset(kmajor, mn, ks), lbo, layout.ATOM_BYTES, layout.SW128)
 
 
-@device
-def _load_operand(tmap, dst, kmajor, ROWS, mn0, k0, bar, MASK):
-    """TMA the K slice at k0 of rows/columns mn0..mn0+ROWS of an operand into ``dst``; with a
-    cluster ``MASK``, into the same place of every CTA in the mask (multicast)."""
-    if kmajor:                                     # one box of [ROWS][64 k]
-        if MASK:
-            tma_load_2d_multicast(dst, tmap, k0, mn0, bar, MASK)
+@lru_cache(maxsize=None)
+def _advancer(S):
+    """``advance(s, ph)``: the next ring stage and the barrier phase parity that goes with it."""
+    @device
+    def advance(s, ph):
+        if s == S - 1:
+            return 0, ph ^ 1
+        return s + 1, ph
+    return advance
+
+
+@lru_cache(maxsize=None)
+def _releaser(CL):
+    """``release(empty)``: one arrival on a stage's empty barrier in every CTA of the cluster."""
+    @device
+    def release(empty):
+        if CL == 1:
+            mbar_arrive(empty)
         else:
-            tma_load_2d(dst, tmap, k0, mn0, bar)
-    else:                                          # ROWS / 64 boxes of [64 k][64 mn]
-        for j in range(ROWS // 64):
-            if MASK:
-                tma_load_2d_multicast(dst + j * layout.BOX_BYTES, tmap, mn0 + 64 * j, k0, bar, MASK)
-            else:
-                tma_load_2d(dst + j * layout.BOX_BYTES, tmap, mn0 + 64 * j, k0, bar)
+            for r in range(CL):
+                mbar_arrive_cluster(empty, r)
+    return release
 
 
-@device
-def _produce(tma, tmb, stage, full, bm0, bn0, k0, rank, A_KM, B_KM, BM, BN, A_BYTES, STAGE, CL):
-    """Expect a whole stage of bytes on ``full`` (zero-filled parts of a box count too), then
-    issue the loads of A's and B's K slice k0. In a cluster each CTA loads 1/CL of the shared
-    B tile and multicasts it to all: the peers' loads complete on this CTA's ``full`` too."""
-    mbar_expect_tx(full, STAGE)
-    _load_operand(tma, stage, A_KM, BM, bm0, k0, full, 0)
-    PART = BN // CL
-    _load_operand(tmb, stage + A_BYTES + wgmma_operand_offset(B_KM, rank * PART, 0), B_KM, PART,
-                  bn0 + rank * PART, k0, full, (1 << CL) - 1 if CL > 1 else 0)
-
-
-@device
-def _wgmma_one(t, pacc, stage, a_row0, A_BYTES, A_KM, B_KM, MI, BN, KND, WG):
-    """wgmma number t of a K slice: k16 step t // MI, m64 block t % MI of this warpgroup's rows.
-    wgmma's transpose flags say an operand is mn-major (not k-major)."""
-    ks = t // MI
-    mi = t - ks * MI
-    da = _operand_desc(stage, A_KM, a_row0 + 64 * mi, ks)
-    db = _operand_desc(stage + A_BYTES, B_KM, 0, ks)
-    WG(pacc, mi * (BN // 2), da, db, 1, KND, 0 if A_KM else 1, 0 if B_KM else 1)
-
-
-_wgmma_all = unrolled(_wgmma_one, 8)
-
-
-@device
-def _consume(pacc, stage, full, ph, a_row0, A_BYTES, A_KM, B_KM, MI, BN, KND, WG):
-    """Wait for the stage's K slice to land, then issue (and commit, as one group) its wgmmas."""
-    mbar_wait(full, ph)
-    wgmma_fence()
-    _wgmma_all(4 * MI, pacc, stage, a_row0, A_BYTES, A_KM, B_KM, MI, BN, KND, WG)
-    wgmma_commit()
-
-
-@device
-def _stage_frag(jj, acc, off, buf, wrow, lane, OUT_ITEM, OUT_K):
-    """n8 block jj of an output box: this lane's two column pairs into the 128B-swizzled box."""
-    for h in range(2):
-        r, c = c_fragment(lane, 2 * h)
-        byte = (8 * jj + c) * OUT_ITEM
-        sts_out2(buf + chunk_offset(wrow + r, byte >> 4, 8, True) + (byte & 15),
-                 acc[off + 4 * jj + 2 * h], acc[off + 4 * jj + 2 * h + 1], OUT_K)
-
-
-_stage_frags = unrolled(_stage_frag, 8)
-
-
-@device
-def _apply_box(t, acc, row0, col0, lane, BN, NBOX, COLS, EPI, ep):
-    """The epilogue on the fragments of output box t, in registers (``fragments.apply_fragments``)."""
-    mi = t // NBOX
-    bx = t - mi * NBOX
-    apply_fragments(COLS // 8, acc, mi * (BN // 8) + bx * (COLS // 8), row0, col0, lane, BN // 8, 64, EPI, ep)
-
-
-@device
-def _store_box(t, acc, tmc, buf0, nbox, row0, col0, tw, lane, BN, NBOX, NB, COLS, OUT_ITEM, OUT_K, BAR, EB, EPI,
-               ep):
-    """Output box t of NB of this warpgroup (m64 block t // NBOX, 128-byte column block t % NBOX):
-    registers -> shared box (a ring of EB) -> one TMA store, which clips at C's edges. The
-    epilogue on box t + 1 comes first, in the same straight-line code as box t's shared-memory
-    stores, so that its loads are in flight while they go out. ``row0``: this warp's first row of C."""
-    mi = t // NBOX
-    bx = t - mi * NBOX
-    if t == 0:
-        _apply_box(0, acc, row0, col0, lane, BN, NBOX, COLS, EPI, ep)
-    buf = buf0 + ((nbox + t) & (EB - 1)) * layout.OUT_BOX_BYTES
-    if tw == 0:
-        tma_store_wait_read(EB - 1)            # the store that used this buffer has read it
-    named_barrier(BAR, 128)
-    if t + 1 < NB:
-        _apply_box(t + 1, acc, row0, col0, lane, BN, NBOX, COLS, EPI, ep)
-    _stage_frags(COLS // 8, acc, mi * (BN // 2) + bx * (COLS // 2), buf, 16 * (tw >> 5), lane, OUT_ITEM, OUT_K)
-    fence_proxy_async()                        # generic-proxy writes before the async-proxy read
-    named_barrier(BAR, 128)
-    if tw == 0:
-        tma_store_2d(tmc, col0 + bx * COLS, row0 - 16 * (tw >> 5) + 64 * mi, buf)
-        tma_store_commit()
-
-
-_store_boxes = unrolled(_store_box, 16)
-
-
-@device
-def _release(empty, CL):
-    """One arrival on a stage's empty barrier in every CTA of the cluster."""
-    if CL == 1:
-        mbar_arrive(empty)
-    else:
-        for r in range(CL):
-            mbar_arrive_cluster(empty, r)
-
-
-@device
-def _advance(s, ph, S):
-    """Next ring stage and the barrier phase parity that goes with it."""
-    if s == S - 1:
-        return 0, ph ^ 1
-    return s + 1, ph
-
-
-# ---------------------------------------------------------------------------------------------
-# The kernel's parts, CUTLASS's way: a tile scheduler (which tile a block takes next), a producer
-# (TMA into the ring), a mainloop (wgmma over the ring) and an epilogue (accumulators to C). Each
-# is one device function; a configuration picks which ones run (``wgmma_kernel``). Upper-case
-# arguments are compile-time constants of the configuration.
-# ---------------------------------------------------------------------------------------------
-@device
-def _tile(ct, rank, grid_m, grid_n, GROUP, BM, BN, CL):
-    """Scheduler: origin of this CTA's tile in cluster tile ``ct``. Tiles go in grouped order
+@lru_cache(maxsize=None)
+def make_scheduler(BM, BN, GROUP, CL, SPLIT):
+    """Scheduler: ``(walk, unit)``. ``walk(grid_m, grid_n, ktiles, kper)`` is this block's walk,
+    a tuple (first unit, stride, units, tiles, kper, ktiles, cluster rank, grid_m, grid_n): a
+    persistent grid walks cluster units cid, cid + clusters, ... ``unit(w, u)``: unit ``u`` ->
+    its tile's origin, its split ``s`` and its K slices [k0, k0 + kn). Tiles go in grouped order
     (``schedule.tile_origin``); the CL blocks of a cluster take CL tiles stacked along M (the
-    same B tile). A persistent grid walks cluster tiles cid, cid + clusters, .."""
-    cm0, bn0 = tile_origin(ct, (grid_m + CL - 1) // CL, grid_n, GROUP, CL * BM, BN)
-    return cm0 + rank * BM, bn0
-
-
-@device
-def _unit(u, ntiles, kper, ktiles, rank, grid_m, grid_n, GROUP, BM, BN, CL, SPLIT):
-    """Scheduler: work unit ``u`` -> its tile's origin, its split ``s`` and its K slices
-    [k0, k0 + kn). Without SPLIT a unit is a whole tile. With it, units go split by split
-    (s = u // ntiles): blocks that run at the same time take the same K range of different
+    same B tile). Without SPLIT a unit is a whole tile. With it, units go split by split
+    (s = u // tiles): blocks that run at the same time take the same K range of different
     tiles, and share its panels of A and B in L2."""
-    s = 0
-    ct = u
-    k0 = 0
-    kn = ktiles
-    if SPLIT:
-        s = u // ntiles
-        ct = u - s * ntiles
-        k0 = s * kper
-        kn = min(kper, ktiles - k0)
-    bm0, bn0 = _tile(ct, rank, grid_m, grid_n, GROUP, BM, BN, CL)
-    return bm0, bn0, s, k0, kn
+    @device
+    def walk(grid_m, grid_n, ktiles, kper):
+        rank = cluster_ctarank() if CL > 1 else 0
+        cid = cuda.blockIdx.x // CL
+        nclusters = cuda.gridDim.x // CL
+        ntiles = ((grid_m + CL - 1) // CL) * grid_n
+        nunits = ntiles * ((ktiles + kper - 1) // kper) if SPLIT else ntiles
+        return cid, nclusters, nunits, ntiles, kper, ktiles, rank, grid_m, grid_n
+
+    @device
+    def unit(w, u):
+        ntiles, kper, ktiles, rank, grid_m, grid_n = w[3], w[4], w[5], w[6], w[7], w[8]
+        s = 0
+        ct = u
+        k0 = 0
+        kn = ktiles
+        if SPLIT:
+            s = u // ntiles
+            ct = u - s * ntiles
+            k0 = s * kper
+            kn = min(kper, ktiles - k0)
+        cm0, bn0 = tile_origin(ct, (grid_m + CL - 1) // CL, grid_n, GROUP, CL * BM, BN)
+        return cm0 + rank * BM, bn0, s, k0, kn
+    return walk, unit
 
 
-@device
-def _init_ring(bars, tma_a, tma_b, S, ARRIVALS, CL):
-    """Thread 0 initialises a full and an empty mbarrier per stage (full[s] at bars + 8s, empty[s]
-    at bars + 8(S + s)) and prefetches the operands' tensor maps; every thread (of the cluster)
+@lru_cache(maxsize=None)
+def make_init_ring(S, ARRIVALS, CL):
+    """``init(bars, tma_a, tma_b)``: thread 0 initialises the ring's full (1 arrival) and empty
+    (ARRIVALS) mbarriers and prefetches the operands' tensor maps; every thread (of the cluster)
     then waits, so that no barrier is used before it exists."""
-    if cuda.threadIdx.x == 0:
-        tma_prefetch_map(tma_a)
-        tma_prefetch_map(tma_b)
-        for s in range(S):
-            mbar_init(bars + 8 * s, 1)
-            mbar_init(bars + 8 * (S + s), ARRIVALS)
-        mbar_fence_init()
-    if CL > 1:
-        cluster_sync()
-    else:
-        cuda.syncthreads()
+    @device
+    def init(bars, tma_a, tma_b):
+        if cuda.threadIdx.x == 0:
+            tma_prefetch_map(tma_a)
+            tma_prefetch_map(tma_b)
+            for s in range(S):
+                mbar_init(bars + 8 * s, 1)
+                mbar_init(bars + 8 * (S + s), ARRIVALS)
+            mbar_fence_init()
+        if CL > 1:
+            cluster_sync()
+        else:
+            cuda.syncthreads()
+    return init
 
 
-@device
-def _producer(tma_a, tma_b, sbase, bars, cid, nclusters, ntiles, nunits, kper, rank, grid_m, grid_n, ktiles,
-              GROUP, A_KM, B_KM, BM, BN, BK, A_BYTES, STAGE, S, CL, SPLIT):
-    """Producer (one thread): for each unit the scheduler gives, wait until the cluster has
-    released a stage, then TMA the next K slice into it."""
-    s = 0
-    ph = 0
-    for u in range(cid, nunits, nclusters):
-        bm0, bn0, _, k0, kn = _unit(u, ntiles, kper, ktiles, rank, grid_m, grid_n, GROUP, BM, BN, CL, SPLIT)
-        for t in range(kn):
-            mbar_wait(bars + 8 * (S + s), ph ^ 1)
-            _produce(tma_a, tma_b, sbase + s * STAGE, bars + 8 * s, bm0, bn0, (k0 + t) * BK, rank,
-                     A_KM, B_KM, BM, BN, A_BYTES, STAGE, CL)
-            s, ph = _advance(s, ph, S)
+@lru_cache(maxsize=None)
+def _loader(KMAJOR, ROWS, MASK):
+    """``load(tmap, dst, mn0, k0, bar)``: TMA the K slice at k0 of rows/columns mn0..mn0+ROWS of
+    an operand into ``dst``; with a cluster ``MASK``, into the same place of every CTA in the
+    mask (multicast)."""
+    @device
+    def load(tmap, dst, mn0, k0, bar):
+        if KMAJOR:                                     # one box of [ROWS][64 k]
+            if MASK:
+                tma_load_2d_multicast(dst, tmap, k0, mn0, bar, MASK)
+            else:
+                tma_load_2d(dst, tmap, k0, mn0, bar)
+        else:                                          # ROWS / 64 boxes of [64 k][64 mn]
+            for j in range(ROWS // 64):
+                if MASK:
+                    tma_load_2d_multicast(dst + j * layout.BOX_BYTES, tmap, mn0 + 64 * j, k0, bar, MASK)
+                else:
+                    tma_load_2d(dst + j * layout.BOX_BYTES, tmap, mn0 + 64 * j, k0, bar)
+    return load
 
 
-@device
-def _mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0, lane, A_BYTES, A_KM, B_KM, MI, BN, KND, WG,
-              STAGE, S, CL):
-    """Mainloop (a consumer warpgroup): ktiles K slices from the ring into the accumulators,
+@lru_cache(maxsize=None)
+def make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, STAGE, CL):
+    """``produce(tma, tmb, stage, full, bm0, bn0, k0, rank)``: expect a whole stage of bytes on
+    ``full`` (zero-filled parts of a box count too), then issue the loads of A's and B's K slice
+    k0. In a cluster each CTA loads 1/CL of the shared B tile and multicasts it to all: the
+    peers' loads complete on this CTA's ``full`` too."""
+    PART = BN // CL
+    load_a = _loader(A_KM, BM, 0)
+    load_b = _loader(B_KM, PART, (1 << CL) - 1 if CL > 1 else 0)
+
+    @device
+    def produce(tma, tmb, stage, full, bm0, bn0, k0, rank):
+        mbar_expect_tx(full, STAGE)
+        load_a(tma, stage, bm0, k0, full)
+        load_b(tmb, stage + A_BYTES + wgmma_operand_offset(B_KM, rank * PART, 0), bn0 + rank * PART, k0, full)
+    return produce
+
+
+@lru_cache(maxsize=None)
+def make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES):
+    """``consume(pacc, stage, full, ph, a_row0)``: wait for the stage's K slice to land, then
+    issue (and commit, as one group) its wgmmas: 4 k16 steps x MI m64 blocks of this warpgroup's
+    rows from ``a_row0``, m64nBNk16 each. wgmma's transpose flags say an operand is mn-major."""
+    KND, WG = WGMMA_TYPE[dtype], _WGMMA[BN]
+
+    @device
+    def wgmma_one(t, pacc, stage, a_row0):
+        ks = t // MI
+        mi = t - ks * MI
+        da = _operand_desc(stage, A_KM, a_row0 + 64 * mi, ks)
+        db = _operand_desc(stage + A_BYTES, B_KM, 0, ks)
+        WG(pacc, mi * (BN // 2), da, db, 1, KND, 0 if A_KM else 1, 0 if B_KM else 1)
+    wgmma_all = unrolled(wgmma_one, 8)
+
+    @device
+    def consume(pacc, stage, full, ph, a_row0):
+        mbar_wait(full, ph)
+        wgmma_fence()
+        wgmma_all(4 * MI, pacc, stage, a_row0)
+        wgmma_commit()
+    return consume
+
+
+@lru_cache(maxsize=None)
+def make_producer(walk_unit, produce, S, STAGE, BK):
+    """Producer (one thread): ``producer(tma_a, tma_b, sbase, bars, w)``: for each unit of walk
+    ``w`` (``walk_unit``: the scheduler's ``unit``), wait until the cluster has released a
+    stage, then TMA the next K slice into it (``produce``: ``make_load_stage``)."""
+    advance = _advancer(S)
+
+    @device
+    def producer(tma_a, tma_b, sbase, bars, w):
+        s = 0
+        ph = 0
+        rank = w[6]
+        for u in range(w[0], w[2], w[1]):
+            bm0, bn0, _, k0, kn = walk_unit(w, u)
+            for t in range(kn):
+                mbar_wait(bars + 8 * (S + s), ph ^ 1)
+                produce(tma_a, tma_b, sbase + s * STAGE, bars + 8 * s, bm0, bn0, (k0 + t) * BK, rank)
+                s, ph = advance(s, ph)
+    return producer
+
+
+@lru_cache(maxsize=None)
+def make_mainloop(consume, S, STAGE, CL):
+    """Mainloop (a consumer warpgroup): ``mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0,
+    lane)``: ktiles K slices from the ring into the accumulators (``consume``: ``make_slice_mma``),
     one wgmma group kept in flight: once slice t's group is issued, slice t-1's is done and its
     stage is released in every CTA of the cluster. Returns the ring position after the tile."""
-    prev = 0
-    for t in range(ktiles):
-        _consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0, A_BYTES, A_KM, B_KM, MI, BN, KND, WG)
-        wgmma_wait(1)
-        if t > 0 and lane == 0:
-            _release(bars + 8 * (S + prev), CL)
-        prev = s
-        s, ph = _advance(s, ph, S)
-    wgmma_wait(0)
-    if lane == 0:
-        _release(bars + 8 * (S + prev), CL)
-    return s, ph
+    advance = _advancer(S)
+    release = _releaser(CL)
+
+    @device
+    def mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0, lane):
+        prev = 0
+        for t in range(ktiles):
+            consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0)
+            wgmma_wait(1)
+            if t > 0 and lane == 0:
+                release(bars + 8 * (S + prev))
+            prev = s
+            s, ph = advance(s, ph)
+        wgmma_wait(0)
+        if lane == 0:
+            release(bars + 8 * (S + prev))
+        return s, ph
+    return mainloop
 
 
-@device
-def _epilogue(acc, C, tmc, ebase, nbox, bm0, bn0, a_row0, m_warp, ldc, M, N, wg, tw, lane, TMA_C, vc,
-              MI, NI, BN, NBOX, COLS, OUT_ITEM, OUT_K, EB, EPI, ep):
-    """Epilogue: the tile's accumulators through the epilogue function, then to C through shared
-    memory and TMA stores (a ring of EB boxes per consumer, ``_store_box``) or straight from
-    registers (``fragments.store_out``). Returns the count of boxes this consumer has stored."""
+@lru_cache(maxsize=None)
+def _box_store(MI, BN, OUT_ITEM, OUT_K, EB, EPI):
+    """``store_box(t, acc, tmc, buf0, nbox, row0, col0, tw, lane, bar, ep)``: output box t of
+    MI x NBOX of a warpgroup (m64 block t // NBOX, 128-byte column block t % NBOX): registers ->
+    shared box (a ring of EB from ``buf0``) -> one TMA store, which clips at C's edges. The
+    epilogue on box t + 1 comes first, in the same straight-line code as box t's shared-memory
+    stores, so that its loads are in flight while they go out. ``row0``: this warp's first row
+    of C; ``bar``: the warpgroup's named barrier."""
+    COLS = layout.ROW_BYTES // OUT_ITEM            # columns of one 128-byte output box
+    NBOX = BN // COLS
+    NB = MI * NBOX
+
+    @device
+    def stage_frag(jj, acc, off, buf, wrow, lane):
+        """n8 block jj of an output box: this lane's two column pairs into the 128B-swizzled box."""
+        for h in range(2):
+            r, c = c_fragment(lane, 2 * h)
+            byte = (8 * jj + c) * OUT_ITEM
+            sts_out2(buf + chunk_offset(wrow + r, byte >> 4, 8, True) + (byte & 15),
+                     acc[off + 4 * jj + 2 * h], acc[off + 4 * jj + 2 * h + 1], OUT_K)
+    stage_frags = unrolled(stage_frag, 8)
+
+    @device
+    def apply_box(t, acc, row0, col0, lane, ep):
+        """The epilogue on the fragments of output box t, in registers (``fragments.apply_fragments``)."""
+        mi = t // NBOX
+        bx = t - mi * NBOX
+        apply_fragments(COLS // 8, acc, mi * (BN // 8) + bx * (COLS // 8), row0, col0, lane, BN // 8, 64, EPI, ep)
+
+    @device
+    def store_box(t, acc, tmc, buf0, nbox, row0, col0, tw, lane, bar, ep):
+        mi = t // NBOX
+        bx = t - mi * NBOX
+        if t == 0:
+            apply_box(0, acc, row0, col0, lane, ep)
+        buf = buf0 + ((nbox + t) & (EB - 1)) * layout.OUT_BOX_BYTES
+        if tw == 0:
+            tma_store_wait_read(EB - 1)            # the store that used this buffer has read it
+        named_barrier(bar, 128)
+        if t + 1 < NB:
+            apply_box(t + 1, acc, row0, col0, lane, ep)
+        stage_frags(COLS // 8, acc, mi * (BN // 2) + bx * (COLS // 2), buf, 16 * (tw >> 5), lane)
+        fence_proxy_async()                        # generic-proxy writes before the async-proxy read
+        named_barrier(bar, 128)
+        if tw == 0:
+            tma_store_2d(tmc, col0 + bx * COLS, row0 - 16 * (tw >> 5) + 64 * mi, buf)
+            tma_store_commit()
+    return unrolled(store_box, 16), NB
+
+
+@lru_cache(maxsize=None)
+def make_epilogue_part(MI, BN, out_dtype, vc, TMA_C, EB, epi):
+    """Epilogue: ``(store, drain)``. ``store(acc, C, tmc, ebase, nbox, row0, bn0, ldc, M, N, wg,
+    tw, lane, ep)``: a warpgroup's accumulators (MI m64 blocks of BN columns; this warp's rows
+    from ``row0``) through the epilogue function of ``epi`` (``epilogue.make``), then to C through
+    shared memory and TMA stores (with TMA_C: a ring of EB boxes per consumer from ``ebase``,
+    ``_box_store``) or straight from registers (``fragments.store_out``; ``vc``: C's column pairs
+    are aligned). Returns the count of boxes this consumer has stored. ``drain(tw)``: the last
+    boxes are out (before the block ends)."""
+    OUT_K, OUT_ITEM = OUT_CONVERT[out_dtype], layout.ITEMSIZE[out_dtype]
+    NI = BN // 8
+    EPI = make_epilogue(epi)
     if TMA_C:
-        _store_boxes(MI * NBOX, acc, tmc, ebase + wg * (EB * layout.OUT_BOX_BYTES), nbox, bm0 + m_warp, bn0,
-                     tw, lane, BN, NBOX, MI * NBOX, COLS, OUT_ITEM, OUT_K, 1 + wg, EB, EPI, ep)
-        return nbox + MI * NBOX
-    store_out(MI * NI // 8, C, ldc, M, N, acc, bm0 + m_warp, bn0, lane, NI, 64, OUT_ITEM, OUT_K, vc, 8, EPI, ep)
-    return nbox
+        store_boxes, NB = _box_store(MI, BN, OUT_ITEM, OUT_K, EB, EPI)
+
+        @device
+        def store(acc, C, tmc, ebase, nbox, row0, bn0, ldc, M, N, wg, tw, lane, ep):
+            store_boxes(NB, acc, tmc, ebase + wg * (EB * layout.OUT_BOX_BYTES), nbox, row0, bn0, tw, lane,
+                        1 + wg, ep)
+            return nbox + NB
+
+        @device
+        def drain(tw):
+            if tw == 0:
+                tma_store_wait_all()
+        return store, drain
+
+    @device
+    def store(acc, C, tmc, ebase, nbox, row0, bn0, ldc, M, N, wg, tw, lane, ep):
+        store_out(MI * NI // 8, C, ldc, M, N, acc, row0, bn0, lane, NI, 64, OUT_ITEM, OUT_K, vc, 8, EPI, ep)
+        return nbox
+
+    @device
+    def drain(tw):
+        pass
+    return store, drain
 
 
-@device
-def _consumer(acc, pacc, C, tmc, sbase, ebase, bars, cid, nclusters, ntiles, nunits, kper, rank, grid_m, grid_n,
-              ktiles, ldc, M, N, wg, tid, TMA_C, vc, GROUP, A_KM, B_KM, BM, BN, WG_M, A_BYTES, STAGE, S, CL, MI,
-              NI, NACC, KND, WG, NBOX, COLS, OUT_ITEM, OUT_K, EB, EPI, ep, SPLIT):
-    """A consumer warpgroup: for each unit the scheduler gives, the mainloop, then the epilogue.
-    A split-K unit writes its partial sum to plane s of C (``fixup`` adds the planes)."""
-    tw = tid & 127
-    lane = tid & 31
-    a_row0 = wg * WG_M                                # this consumer's rows of the A tile
-    m_warp = a_row0 + 16 * ((tid >> 5) & 3)           # and this warp's rows of C
-    s = 0
-    ph = 0
-    nbox = 0
-    for u in range(cid, nunits, nclusters):
-        bm0, bn0, sp, _, kn = _unit(u, ntiles, kper, ktiles, rank, grid_m, grid_n, GROUP, BM, BN, CL, SPLIT)
+@lru_cache(maxsize=None)
+def make_consumer(walk_unit, mainloop, store, drain, NACC, WG_M, PLANE):
+    """A consumer warpgroup: ``consumer(acc, pacc, C, tmc, sbase, ebase, bars, w, ldc, M, N, wg,
+    tid, ep)``: for each unit of walk ``w``, the mainloop, then the epilogue (``store``, then
+    ``drain`` once at the end). A split-K unit writes its partial sum to plane s of C, PLANE
+    bytes per element of M x ldc (``fixup`` adds the planes)."""
+    @device
+    def consumer(acc, pacc, C, tmc, sbase, ebase, bars, w, ldc, M, N, wg, tid, ep):
+        tw = tid & 127
+        lane = tid & 31
+        a_row0 = wg * WG_M                                # this consumer's rows of the A tile
+        m_warp = a_row0 + 16 * ((tid >> 5) & 3)           # and this warp's rows of C
+        s = 0
+        ph = 0
+        nbox = 0
+        for u in range(w[0], w[2], w[1]):
+            bm0, bn0, sp, _, kn = walk_unit(w, u)
+            for i in range(NACC):
+                acc[i] = float32(0)
+            s, ph = mainloop(pacc, sbase, bars, s, ph, kn, a_row0, lane)
+            nbox = store(acc, C + sp * (M * ldc * PLANE), tmc, ebase, nbox, bm0 + m_warp, bn0, ldc, M, N, wg, tw,
+                         lane, ep)
+        drain(tw)
+    return consumer
+
+
+@lru_cache(maxsize=None)
+def make_one_tile(produce, consume, store, BM, BN, BK, GROUP, WG_M, NACC, S, STAGE):
+    """Rungs 1-2, before warp specialization: ``one_tile(acc, pacc, C, tma_a, tma_b, sbase, bars,
+    grid_m, grid_n, ktiles, ldc, M, N, tid, ep)``: every warpgroup consumes one tile, thread 0
+    keeps the ring full (``produce``), and the block synchronises once per K slice; ``store``: a
+    register epilogue (``make_epilogue_part`` without TMA_C)."""
+    advance = _advancer(S)
+
+    @device
+    def one_tile(acc, pacc, C, tma_a, tma_b, sbase, bars, grid_m, grid_n, ktiles, ldc, M, N, tid, ep):
+        bm0, bn0 = tile_origin(cuda.blockIdx.x, grid_m, grid_n, GROUP, BM, BN)
+        a_row0 = (tid >> 7) * WG_M
         for i in range(NACC):
             acc[i] = float32(0)
-        s, ph = _mainloop(pacc, sbase, bars, s, ph, kn, a_row0, lane, A_BYTES, A_KM, B_KM, MI, BN, KND, WG,
-                          STAGE, S, CL)
-        nbox = _epilogue(acc, C + sp * (M * ldc * OUT_ITEM), tmc, ebase, nbox, bm0, bn0, a_row0, m_warp, ldc, M, N,
-                         wg, tw, lane, TMA_C, vc, MI, NI, BN, NBOX, COLS, OUT_ITEM, OUT_K, EB, EPI, ep)
-    if TMA_C and tw == 0:
-        tma_store_wait_all()                          # the last boxes are out before the block ends
-
-
-@device
-def _one_tile(acc, pacc, C, tma_a, tma_b, sbase, bars, grid_m, grid_n, ktiles, ldc, M, N, tid, vc, GROUP,
-              A_KM, B_KM, BM, BN, BK, WG_M, A_BYTES, STAGE, S, MI, NI, NACC, KND, WG, OUT_ITEM, OUT_K, EPI, ep):
-    """Rungs 1-2, before warp specialization: every warpgroup consumes one tile, thread 0 keeps
-    the ring full, and the block synchronises once per K slice."""
-    bm0, bn0 = tile_origin(cuda.blockIdx.x, grid_m, grid_n, GROUP, BM, BN)
-    a_row0 = (tid >> 7) * WG_M
-    for i in range(NACC):
-        acc[i] = float32(0)
-    if tid == 0:
-        for s in range(S):
-            if s < ktiles:
-                _produce(tma_a, tma_b, sbase + s * STAGE, bars + 8 * s, bm0, bn0, s * BK, 0,
-                         A_KM, B_KM, BM, BN, A_BYTES, STAGE, 1)
-    s = 0
-    ph = 0
-    for t in range(ktiles):
-        _consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0, A_BYTES, A_KM, B_KM, MI, BN, KND, WG)
-        wgmma_wait(0)
-        cuda.syncthreads()                        # every warpgroup is done with stage s
-        if tid == 0 and t + S < ktiles:
-            _produce(tma_a, tma_b, sbase + s * STAGE, bars + 8 * s, bm0, bn0, (t + S) * BK, 0,
-                     A_KM, B_KM, BM, BN, A_BYTES, STAGE, 1)
-        s, ph = _advance(s, ph, S)
-    store_out(MI * NI // 8, C, ldc, M, N, acc, bm0 + a_row0 + 16 * ((tid >> 5) & 3), bn0, tid & 31, NI, 64,
-              OUT_ITEM, OUT_K, vc, 8, EPI, ep)
+        if tid == 0:
+            for s in range(S):
+                if s < ktiles:
+                    produce(tma_a, tma_b, sbase + s * STAGE, bars + 8 * s, bm0, bn0, s * BK, 0)
+        s = 0
+        ph = 0
+        for t in range(ktiles):
+            consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0)
+            wgmma_wait(0)
+            cuda.syncthreads()                        # every warpgroup is done with stage s
+            if tid == 0 and t + S < ktiles:
+                produce(tma_a, tma_b, sbase + s * STAGE, bars + 8 * s, bm0, bn0, (t + S) * BK, 0)
+            s, ph = advance(s, ph)
+        store(acc, C, 0, 0, 0, bm0 + a_row0 + 16 * ((tid >> 5) & 3), bn0, ldc, M, N, 0, tid & 127, tid & 31, ep)
+    return one_tile
 
 
 @kernel_factory
@@ -366,17 +439,22 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
     if split and (out_dtype != "float32" or tma_c or not epi.plain or not cfg.persistent):
         raise ValueError("a split-K kernel is persistent and writes plain fp32 planes from registers")
     BM, BN, BK, S, CONS, CL = cfg.bm, cfg.bn, cfg.bk, cfg.stages, cfg.consumers, cfg.cluster
-    PRODUCER, (REG_P, REG_C), GROUP, WG_M = cfg.producer, cfg.regs, cfg.group_m, cfg.wg_m
-    TMA_C = cfg.tma_store and tma_c
-    MI, NI, NACC = WG_M // 64, BN // 8, cfg.acc_regs
+    PRODUCER, (REG_P, REG_C), WG_M = cfg.producer, cfg.regs, cfg.wg_m
+    MI, NACC = WG_M // 64, cfg.acc_regs
     A_KM, B_KM = not ta, tb                     # k-major: K contiguous
     A_BYTES, STAGE = BM * BK * layout.ITEMSIZE[dtype], cfg.stage_bytes
-    KND, WG = WGMMA_TYPE[dtype], _WGMMA[BN]
-    OUT_K, OUT_ITEM = OUT_CONVERT[out_dtype], layout.ITEMSIZE[out_dtype]
-    COLS = layout.ROW_BYTES // OUT_ITEM         # columns of one 128-byte output box
-    NBOX, EB, EPI_BYTES = BN // COLS, cfg.epi_boxes, cfg.epilogue_bytes
-    ARRIVALS = CONS * 4 * CL                    # lane 0 of every consumer warp of the cluster
-    EPI = make_epilogue(epi)
+    EPI_BYTES = cfg.epilogue_bytes
+    # the parts
+    init_ring = make_init_ring(S, CONS * 4 * CL, CL)     # empty: lane 0 of every consumer warp of the cluster
+    consume = make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES)
+    walk, walk_unit = make_scheduler(BM, BN, cfg.group_m, CL, split)
+    producer = make_producer(walk_unit, make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, STAGE, CL), S, STAGE, BK)
+    store, drain = make_epilogue_part(MI, BN, out_dtype, vc, cfg.tma_store and tma_c, cfg.epi_boxes, epi)
+    consumer = make_consumer(walk_unit, make_mainloop(consume, S, STAGE, CL), store, drain, NACC, WG_M,
+                             layout.ITEMSIZE[out_dtype])
+    one_tile = make_one_tile(make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, STAGE, 1), consume,
+                             make_epilogue_part(MI, BN, out_dtype, vc, False, cfg.epi_boxes, epi)[0],
+                             BM, BN, BK, cfg.group_m, WG_M, NACC, S, STAGE)
 
     def wgmma_gemm(TMA_A, TMA_B, TMC, C, M, N, K, ldc, kper, ep):
         smem = cuda.shared.array(0, uint32)
@@ -385,33 +463,25 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
         bars = ebase + EPI_BYTES                          # the ring's mbarriers
         tid = cuda.threadIdx.x
         wg = tid >> 7
-        _init_ring(bars, TMA_A, TMA_B, S, ARRIVALS, CL)
+        init_ring(bars, TMA_A, TMA_B)
         grid_m = (M + BM - 1) // BM
         grid_n = (N + BN - 1) // BN
         ktiles = (K + BK - 1) // BK
         acc = cuda.local.array(NACC, float32)
         pacc = ptr(acc)
         if not PRODUCER:
-            _one_tile(acc, pacc, C, TMA_A, TMA_B, sbase, bars, grid_m, grid_n, ktiles, ldc, M, N, tid, vc, GROUP,
-                      A_KM, B_KM, BM, BN, BK, WG_M, A_BYTES, STAGE, S, MI, NI, NACC, KND, WG, OUT_ITEM, OUT_K, EPI, ep)
+            one_tile(acc, pacc, C, TMA_A, TMA_B, sbase, bars, grid_m, grid_n, ktiles, ldc, M, N, tid, ep)
             return
-        rank = cluster_ctarank() if CL > 1 else 0
-        cid = cuda.blockIdx.x // CL
-        nclusters = cuda.gridDim.x // CL
-        ntiles = ((grid_m + CL - 1) // CL) * grid_n
-        nunits = ntiles * ((ktiles + kper - 1) // kper) if split else ntiles
+        w = walk(grid_m, grid_n, ktiles, kper)
         if wg == CONS:                                    # warpgroup CONS produces (one thread) ...
             if REG_P > 0:
                 setmaxnreg_dec(REG_P)
             if tid == CONS * 128:
-                _producer(TMA_A, TMA_B, sbase, bars, cid, nclusters, ntiles, nunits, kper, rank, grid_m, grid_n,
-                          ktiles, GROUP, A_KM, B_KM, BM, BN, BK, A_BYTES, STAGE, S, CL, split)
+                producer(TMA_A, TMA_B, sbase, bars, w)
         else:                                             # ... warpgroups 0..CONS-1 consume
             if REG_C > 0:
                 setmaxnreg_inc(REG_C)
-            _consumer(acc, pacc, C, TMC, sbase, ebase, bars, cid, nclusters, ntiles, nunits, kper, rank, grid_m,
-                      grid_n, ktiles, ldc, M, N, wg, tid, TMA_C, vc, GROUP, A_KM, B_KM, BM, BN, WG_M, A_BYTES,
-                      STAGE, S, CL, MI, NI, NACC, KND, WG, NBOX, COLS, OUT_ITEM, OUT_K, EB, EPI, ep, split)
+            consumer(acc, pacc, C, TMC, sbase, ebase, bars, w, ldc, M, N, wg, tid, ep)
         if CL > 1:
             cluster_sync()          # no CTA leaves while a peer may still multicast into it
 
