@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import sys
 from typing import Dict, List, Optional, Union
 
 import numpy as np
@@ -417,12 +418,10 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
         >>> x = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
         >>> y = numba_tc.gemm(x, x.T, out_dtype="float32")   # x.T: a column-major view, no copy
     """
-    if type(a).__module__.startswith("torch"):   # a gradient or torch.compile: the torch operator
-        nt = _torch_ops()
-        if nt.needs_operator(a, b, c, bias):
-            return nt.gemm(a, b, variant, out=out, out_dtype=out_dtype, stream=stream, allow_tf32=allow_tf32,
-                           c=c, alpha=alpha, beta=beta, bias=bias, activation=activation, epilogue=epilogue,
-                           epilogue_args=epilogue_args)
+    if type(a).__module__.startswith("torch") and needs_torch_operator(a, b, c, bias):
+        return _torch_ops().gemm(a, b, variant, out=out, out_dtype=out_dtype, stream=stream, allow_tf32=allow_tf32,
+                                 c=c, alpha=alpha, beta=beta, bias=bias, activation=activation, epilogue=epilogue,
+                                 epilogue_args=epilogue_args)
     kind = array_kind(a)
     epi = None
     if not is_plain(c, alpha, beta, bias, activation, epilogue):
@@ -483,6 +482,21 @@ def explain(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=
                         "to the GPU first, and planned there")
     call = _prepare(a, b, variant, out, out_dtype, allow_tf32, kind)
     return "empty: nothing to launch" if call.plan is None else call.plan.describe()
+
+
+def needs_torch_operator(a, b, c=None, bias=None) -> bool:
+    """Whether a call on torch tensors goes through the torch operator (``numba_tc.torch``):
+    torch.compile is tracing it, or grad mode is on and an operand requires grad (a product that
+    needs a gradient is never silently detached). Decided without importing ``numba_tc.torch``,
+    whose operator registration costs seconds in a fresh process (``torch`` is imported already:
+    ``a`` is a tensor)."""
+    torch = sys.modules["torch"]
+    if torch.compiler.is_compiling():
+        return True
+    if not torch.is_grad_enabled():
+        return False
+    return (a.requires_grad or b.requires_grad or bool(getattr(c, "requires_grad", False))
+            or bool(getattr(bias, "requires_grad", False)))
 
 
 _NT = None

@@ -136,16 +136,7 @@ _gemm_op.register_autograd(_backward, setup_context=_setup_context)
 gemm_op = torch.ops.numba_tc.gemm
 
 
-def needs_operator(a, b, c=None, bias=None) -> bool:
-    """Whether a call on torch tensors goes through the operator: torch.compile is tracing it, or
-    grad mode is on and an operand requires grad (a product that needs a gradient is never
-    silently detached)."""
-    if torch.compiler.is_compiling():
-        return True
-    if not torch.is_grad_enabled():
-        return False
-    return (a.requires_grad or b.requires_grad or (c is not None and c.requires_grad)
-            or (bias is not None and bias.requires_grad))
+needs_operator = api.needs_torch_operator
 
 
 def _out_dtype(out_dtype):
