@@ -2,7 +2,7 @@
 the tier that should catch each is run on the copy, and the verdict is recorded.
 
     python benchmarks/mutation.py --tier cpu sim sass            # no GPU: minutes
-    python benchmarks/mutation.py --tier gpu --out $OUT/mutation_gpu.json   # on the H100
+    python benchmarks/mutation.py --tier gpu --jobs 11 --out $OUT/mutation_gpu.json   # on the H100
     python benchmarks/mutation.py --merge $OUT/mutation_gpu.json  # into results/mutation.json
     python benchmarks/mutation.py --list                          # the mutants
 
@@ -269,6 +269,8 @@ def main(argv=None):
     p.add_argument("--merge", metavar="JSON", help="merge a JSON of records (from another machine) into --out")
     p.add_argument("--list", action="store_true")
     p.add_argument("--timeout", type=int, default=900, help="seconds per pytest run")
+    p.add_argument("--jobs", type=int, default=1, help="mutants at once, each in its own copy with its own "
+                   "baseline (the GPU tier on a machine of many cores)")
     a = p.parse_args(argv)
     if a.list:
         for m in MUTANTS:
@@ -279,7 +281,13 @@ def main(argv=None):
         print(f"{len(rows)} records in {a.out}; {sum(r['caught'] for r in rows)} caught")
         return 0
     todo = [m for m in MUTANTS if m.tier in a.tier and (a.only is None or a.only in m.name)]
-    records = run(todo, a.timeout, log=lambda s: print(s, flush=True))
+    log = lambda s: print(s, flush=True)        # noqa: E731
+    if a.jobs > 1:
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(a.jobs) as pool:
+            records = [r for rs in pool.map(lambda m: run([m], a.timeout, log), todo) for r in rs]
+    else:
+        records = run(todo, a.timeout, log)
     merge(a.out, records)
     missed = [r["mutant"] for r in records if not r["caught"]]
     print(f"{len(records) - len(missed)}/{len(records)} caught" + (f"; missed: {missed}" if missed else ""))
