@@ -281,6 +281,8 @@ def main(argv=None):
         print(f"{len(rows)} records in {a.out}; {sum(r['caught'] for r in rows)} caught")
         return 0
     todo = [m for m in MUTANTS if m.tier in a.tier and (a.only is None or a.only in m.name)]
+    for m in todo:              # every snippet still in the source, before any run starts
+        apply(open(os.path.join(ROOT, m.file)).read(), m)
     log = lambda s: print(s, flush=True)        # noqa: E731
     if a.jobs > 1:
         from concurrent.futures import ThreadPoolExecutor
