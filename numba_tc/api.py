@@ -85,7 +85,8 @@ def variant_from(config, name: Optional[str] = None, splits: Optional[int] = Non
     persistent ``WgmmaConfig``): K split that many ways, whatever the cost model would choose."""
     from . import hopper, simt, tensorcore
     name = name or "custom_" + hashlib.sha1(repr((config, splits)).encode()).hexdigest()[:8]
-    if splits is not None and not isinstance(config, WgmmaConfig):
+    if splits is not None and not (isinstance(config, WgmmaConfig) or (
+            isinstance(config, tuple) and config and isinstance(config[0], WgmmaConfig))):
         raise TypeError("splits applies to a WgmmaConfig (the Hopper ladder's split-K)")
     if isinstance(config, SimtConfig):
         return simt.variant_from(config, name)
@@ -475,7 +476,7 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
 def explain(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=None, allow_tf32: bool = False) -> str:
     """What ``gemm(a, b, variant, out=out, ...)`` on these GPU arrays runs, without running it:
     the variant chosen and its launches, e.g. "hopper: 128x256 split-K 4; fixup". (The plan is
-    made and cached, so its kernels are compiled or loaded.)"""
+    made, so its kernels are compiled or loaded; the call cache is left alone.)"""
     kind = array_kind(a)
     if kind == "numpy" or SIMULATOR:
         raise TypeError("explain() takes GPU arrays (torch, CuPy, Numba): NumPy operands are copied "

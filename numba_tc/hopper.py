@@ -26,8 +26,11 @@ configuration that switches on what its note says:
    and out by TMA stores, asynchronous and clipped at C's edges. Built on rung 5: with this
    epilogue the cluster measured slower, except where B's rows do not start on 32-byte sectors
    (TMA then moves a fifth more sectors per row, and B is two thirds of the traffic): there
-   ``hopper`` multicasts B as rung 6 does (523 -> 758 TFLOP/s at 4096^3). Problems whose 128x256
-   tiles would leave SMs idle take 128x128 tiles. ``pick_config`` chooses, per problem.
+   ``hopper`` multicasts B as rung 6 does (523 -> 758 TFLOP/s at 4096^3). Per problem, a cost
+   model (``pick_config``, ``estimate``) chooses the tile (128x256, 128x192, 128x128, 64x256) and
+   how many ways K is split where tiles are too few to fill the GPU (split-K: fp32 partial sums
+   in scratch, added in a fixed order by ``fixup``, which then applies the epilogue); operands TMA
+   cannot read are first copied to a pitch it can (``repack``).
 
 Stream-K over the last, partial round of a persistent grid was built and measured in session 8
 and lost on every shape it touched (benchmarks/NOTES.md); it was removed.
@@ -37,8 +40,8 @@ Conventions (as in ``tensorcore.py``): C (M x N, row-major, ``ldc``) = A (M x K)
 k-major one (A row-major, B column-major) as one TMA box of [rows][64 k], an mn-major one as
 boxes of [64 k][64 mn], read by wgmma with its transpose flag; no layout needs a host copy.
 Ragged M, N, K: TMA zero-fills boxes past the edges and the epilogue writes only inside C.
-TMA needs 16-byte aligned rows (``tensormap.tma_requirements``); other operands are refused with the
-reason, and ``variant="auto"`` falls back to the mma.sync ladder for them.
+TMA needs 16-byte aligned rows (``tensormap.tma_requirements``): rungs 1-6 refuse other operands
+with the reason; ``hopper`` copies them (``repack``).
 """
 from __future__ import annotations
 
@@ -547,7 +550,7 @@ def _overlap(compute: float, memory: float) -> float:
     return max(compute, memory) + OVERLAP * min(compute, memory)
 
 
-def pick_config(cfgs, m: int, n: int, k: int, slow_b: bool, sms: int, split: bool = True):
+def pick_config(cfgs, m: int, n: int, k: int, slow_b: bool, sms: int, split: bool = True, out_bytes: int = 2):
     """(configuration, splits) for one problem: of the configurations that multicast B (cluster
     > 1) if B's rows load slowly (``slow_b``, see ``tensormap.tma_rows_fast``), else of those
     that do not, and of 1 to ``sms`` K splits (at least ``MIN_SPLIT_SLICES`` slices each; only
@@ -563,7 +566,7 @@ def pick_config(cfgs, m: int, n: int, k: int, slow_b: bool, sms: int, split: boo
         for s in range(1, top + 1):
             if s > 1 and cdiv(ktiles, cdiv(ktiles, s)) != s:
                 continue                    # the same units as a smaller split
-            t = estimate(cfg, m, n, k, s, sms)
+            t = estimate(cfg, m, n, k, s, sms, out_bytes)
             if best is None or t < TIE * best[0]:
                 best = (t, cfg, s)
     return best[1], best[2]
@@ -613,7 +616,7 @@ def _lines(x):
     return (x.cols, x.rows) if x.trans else (x.rows, x.cols)
 
 
-def _repack_step(x, which: int, region: int, dev):
+def _repack_step(x, which: int, region: int, dev, total: int):
     """The step copying operand ``which`` (0: a, 1: b) to ``region`` of the scratch, and the
     operand as the kernel then reads it there."""
     from . import driver
@@ -623,7 +626,7 @@ def _repack_step(x, which: int, region: int, dev):
 
     def args(ws, pa, pb, pc, *ep):
         return ((pa, pb)[which], ws + region, lines, width, x.ld, ld)
-    step = Step(k, repack.grid(lines, width), repack.THREADS, args, fn=driver.load(k, dev),
+    step = Step(k, repack.grid(lines, width), repack.THREADS, args, fn=driver.load(k, dev), workspace=total,
                 label=f"repack {'ab'[which]}")
     return step, replace(x, ld=ld, ptr=0)
 
@@ -633,20 +636,24 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
     pair ``pick_config`` chooses for the problem), kernel, tensor maps and grid. ``readable``:
     operands TMA cannot read are first copied to scratch at a pitch it can (``repack``); a split
     adds the fix-up (``fixup``) after the kernel. ``splits``: this many (at most: every split
-    gets a slice) on ``cfgs[0]`` instead of the model's choice (for tuning and A/B runs)."""
+    gets a slice) on ``cfgs[0]``, a persistent configuration, instead of the model's choice (for
+    tuning and A/B runs)."""
     forced = splits
+    if forced is not None and (forced < 1 or not cfgs[0].persistent):
+        raise ValueError(f"splits={forced}: at least 1, on a persistent configuration (split-K units are "
+                         "dealt out by the persistent grid)")
 
     def plan(a, b, c, dev, epi=PLAIN, resident=None):
         """resident: blocks that run at once (default: as the GPU says; tests force few)."""
         from . import driver
         m, n, kk = c.rows, c.cols, a.cols
         copy = [readable and bool(tma_requirements(x.ptr, x.ld, x.itemsize)) for x in (a, b)]
-        cfg, splits = cfgs[0], 1
-        if forced:
-            splits = forced if cfg.persistent else 1
-        elif len(cfgs) > 1 or split:
+        cfg, splits = cfgs[0], forced or 1
+        if forced is None and (len(cfgs) > 1 or split):
             slow_b = not copy[1] and not tma_rows_fast(b.ptr, b.ld, b.itemsize)
-            cfg, splits = pick_config(cfgs, m, n, kk, slow_b, driver.sm_count(dev), split)
+            cfg, splits = pick_config(cfgs, m, n, kk, slow_b, driver.sm_count(dev), split, c.itemsize)
+        tiles, kper, units = split_units(cfg, m, n, kk, splits)
+        splits = units // tiles                # as many as there are K slices for, at most
         ldw = fixup.plane_ld(n)
         sizes = [_lines(x)[0] * repack.pitch(_lines(x)[1], x.dtype) * x.itemsize if cp else 0
                  for x, cp in zip((a, b), copy)]
@@ -654,7 +661,7 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
         steps, ops = [], [a, b]
         for i, region in ((0, ra_off), (1, rb_off)):
             if copy[i]:
-                st, ops[i] = _repack_step(ops[i], i, region, dev)
+                st, ops[i] = _repack_step(ops[i], i, region, dev, total)
                 steps.append(st)
         ec = None if splits > 1 else output_map(cfg, c)
         k = wgmma_kernel(cfg, a.dtype, "float32" if splits > 1 else c.dtype, a.trans, b.trans,
@@ -665,8 +672,6 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
             if cfg.cluster > 1 and cfg.persistent:
                 resident = cfg.cluster * driver.max_active_clusters(fn, cfg.threads, cfg.smem_bytes, cfg.cluster)
         ea, eb = operand_maps(cfg, *ops)
-        tiles, kper, units = split_units(cfg, m, n, kk, splits)
-        splits = units // tiles                # (pick_config never asks for more than slices allow)
 
         def args(ws, pa, pb, pc, *ep):
             ma = encode(ws + ra_off if copy[0] else pa, *ea)
@@ -678,14 +683,12 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
                  + (f" split-K {splits}" if splits > 1 else ""))
         steps.append(Step(k, work_plan(cfg, units, resident), cfg.threads,
                           args if total else lambda *v: args(0, *v), smem=cfg.smem_bytes, cluster=cfg.cluster,
-                          fn=fn, label=label))
+                          fn=fn, workspace=total, label=label))
         if splits > 1:
             fk = fixup.fixup_kernel(c.dtype, epi)
             steps.append(Step(fk, fixup.grid(m, n), fixup.THREADS,
                               lambda ws, pa, pb, pc, *ep: (ws + planes, pc, m, n, ldw, c.ld, splits, *ep),
-                              fn=driver.load(fk, dev), label="fixup"))
-        for st in steps:
-            st.workspace = total
+                              fn=driver.load(fk, dev), workspace=total, label="fixup"))
         return steps
     return plan
 
