@@ -130,3 +130,28 @@ def test_split_and_repack_in_a_cuda_graph_on_a_new_stream():
         torch.cuda.synchronize()
         ref = a.double() @ b.double()
         assert float(torch.linalg.norm(out.double() - ref) / torch.linalg.norm(ref)) < 1e-5
+
+
+def test_split_from_two_threads_on_one_stream():
+    """Two host threads on the same (default) stream: each its own scratch, so one thread's
+    kernel cannot write its partial sums between the other's kernel and fix-up."""
+    import threading
+    g = torch.Generator(device="cuda").manual_seed(5)
+    ops = [(_operand(64, 16384, False, torch.bfloat16, g), _operand(16384, 512, False, torch.bfloat16, g))
+           for _ in range(2)]
+    outs = [torch.full((64, 512), float("nan"), device="cuda") for _ in range(2)]
+    assert "split-K" in numba_tc.explain(*ops[0], "hopper", out=outs[0])
+    torch.cuda.synchronize()
+
+    def work(i):
+        for _ in range(50):
+            numba_tc.gemm(*ops[i], "hopper", out=outs[i])
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    torch.cuda.synchronize()
+    for (a, b), o in zip(ops, outs):
+        ref = a.double() @ b.double()
+        assert float(torch.linalg.norm(o.double() - ref) / torch.linalg.norm(ref)) < 1e-5
