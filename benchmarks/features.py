@@ -10,6 +10,8 @@ epilogue / time of plain ``gemm``) - 1.
     (``torch._addmm_activation(bias, a, b, use_gelu=True)``, the tanh form).
   * custom_epilogue: a scaled residual add, a user's device function reading a device array,
     against the plain ``gemm`` of the same operands.
+  * batched: ``gemm`` on 3-D operands against ``torch.bmm`` (attention-like: many batches, small
+    K or N, the second operand as attention reads it; MoE-like: few large ones).
 """
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ def _tflops(m, n, k, ms) -> float:
     return 2.0 * m * n * k / ms / 1e9
 
 
-def bias_gelu(m, n, k, dtype):
+def bias_gelu(m, n, k, dtype, batch=1):
     g = torch.Generator(device="cuda").manual_seed(0)
     a = torch.randn(m, k, device="cuda", dtype=dtype, generator=g)
     b = torch.randn(k, n, device="cuda", dtype=dtype, generator=g) / k ** 0.5
@@ -56,7 +58,7 @@ def bias_gelu(m, n, k, dtype):
                 ref="torch._addmm_activation(bias, a, b, use_gelu=True) (cuBLASLt bias+GELU epilogue)")
 
 
-def custom_epilogue(m, n, k, dtype):
+def custom_epilogue(m, n, k, dtype, batch=1):
     g = torch.Generator(device="cuda").manual_seed(1)
     a = torch.randn(m, k, device="cuda", dtype=dtype, generator=g)
     b = torch.randn(k, n, device="cuda", dtype=dtype, generator=g) / k ** 0.5
@@ -73,39 +75,65 @@ def custom_epilogue(m, n, k, dtype):
                 ref="numba_tc.gemm(a, b) (the plain product, same operands)")
 
 
-FEATURES = {"bias_gelu": bias_gelu, "custom_epilogue": custom_epilogue}
-DEFAULT = [("bias_gelu", 4096, 11008, 4096), ("bias_gelu", 4096, 4096, 4096), ("bias_gelu", 2048, 5120, 3000),
-           ("custom_epilogue", 4096, 4096, 4096), ("custom_epilogue", 8192, 8192, 8192),
-           ("custom_epilogue", 3000, 5000, 2000)]
+def batched(m, n, k, dtype, batch=1):
+    """(batch, m, k) @ (batch, k, n); with n > k (attention's scores, Q K^T) b is a transposed view,
+    as K^T is."""
+    g = torch.Generator(device="cuda").manual_seed(2)
+    a = torch.randn(batch, m, k, device="cuda", dtype=dtype, generator=g)
+    b = torch.randn(batch, n, k, device="cuda", dtype=dtype, generator=g).transpose(1, 2) if n > k else \
+        torch.randn(batch, k, n, device="cuda", dtype=dtype, generator=g)
+    b = b / k ** 0.5
+    out = torch.full((batch, m, n), float("nan"), device="cuda", dtype=dtype)
+    numba_tc.gemm(a, b, out=out)
+    want = torch.bmm(a.double(), b.double())
+    ref = torch.empty_like(out)
+    err, ref_err = _rel(out, want), _rel(torch.bmm(a, b, out=ref), want)
+    ours, theirs = bench.time_interleaved([lambda: numba_tc.gemm(a, b, out=out), lambda: torch.bmm(a, b, out=ref)])
+    return dict(feature="batched", ours_ms=ours, ref_ms=theirs, rel_err=err, ref_rel_err=ref_err, path=numba_tc.explain(a, b, out=out),
+                ref="torch.bmm(a, b) (cuBLAS strided batched)" + (", b a transposed view" if n > k else ""))
+
+
+FEATURES = {"bias_gelu": bias_gelu, "custom_epilogue": custom_epilogue, "batched": batched}
+# (feature, batch, m, n, k)
+DEFAULT = [("bias_gelu", 1, 4096, 11008, 4096), ("bias_gelu", 1, 4096, 4096, 4096), ("bias_gelu", 1, 2048, 5120, 3000),
+           ("custom_epilogue", 1, 4096, 4096, 4096), ("custom_epilogue", 1, 8192, 8192, 8192),
+           ("custom_epilogue", 1, 3000, 5000, 2000),
+           ("batched", 512, 1024, 1024, 128), ("batched", 512, 1024, 128, 1024), ("batched", 64, 2048, 2048, 128),
+           ("batched", 8, 2048, 4096, 4096), ("batched", 4, 4096, 8192, 4096)]
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--json", help="merge the records into this file")
     p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16"])
+    p.add_argument("--features", nargs="+", choices=list(FEATURES), default=list(FEATURES))
     args = p.parse_args(argv)
     dtype = getattr(torch, args.dtype)
     records = []
-    for feature, m, n, k in DEFAULT:
-        r = FEATURES[feature](m, n, k, dtype)
+    for feature, nb, m, n, k in DEFAULT:
+        if feature not in args.features:
+            continue
+        r = FEATURES[feature](m, n, k, dtype, nb)
         tol = 1e-2
         if not r["rel_err"] < tol:
             raise SystemExit(f"{feature} {m}x{n}x{k}: relative error {r['rel_err']:.2e} over {tol}: not timed")
-        r.update(m=m, n=n, k=k, batch=1, dtype=args.dtype, ours_tflops=_tflops(m, n, k, r["ours_ms"]),
-                 ref_tflops=_tflops(m, n, k, r["ref_ms"]), ratio=r["ref_ms"] / r["ours_ms"],
+        r.update(m=m, n=n, k=k, batch=nb, dtype=args.dtype, ours_tflops=nb * _tflops(m, n, k, r["ours_ms"]),
+                 ref_tflops=nb * _tflops(m, n, k, r["ref_ms"]), ratio=r["ref_ms"] / r["ours_ms"],
                  device=torch.cuda.get_device_name(), commit=bench.commit_id(),
                  command="python " + " ".join(shlex.quote(x) for x in [os.path.relpath(__file__)] + sys.argv[1:]))
         records.append(r)
         extra = f"  overhead {r['overhead']:+.1%}" if "overhead" in r else ""
-        print(f"{feature:<16} {m}x{n}x{k} {args.dtype}: ours {r['ours_tflops']:.0f} TFLOP/s, ref "
+        print(f"{feature:<16} {nb}x {m}x{n}x{k} {args.dtype}: ours {r['ours_tflops']:.0f} TFLOP/s, ref "
               f"{r['ref_tflops']:.0f}, ratio {r['ratio']:.3f}, rel_err {r['rel_err']:.1e}{extra}", flush=True)
     if args.json:
         old = []
         if os.path.exists(args.json):
             with open(args.json) as f:
                 old = json.load(f)
-        keys = {(r["feature"], r["m"], r["n"], r["k"], r["dtype"]) for r in records}
-        old = [r for r in old if (r["feature"], r["m"], r["n"], r["k"], r["dtype"]) not in keys]
+        def key(r):
+            return r["feature"], r["batch"], r["m"], r["n"], r["k"], r["dtype"]
+        keys = {key(r) for r in records}
+        old = [r for r in old if key(r) not in keys]
         with open(args.json, "w") as f:
             json.dump(old + records, f, indent=1)
     return 0

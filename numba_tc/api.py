@@ -22,9 +22,10 @@ from typing import Dict, List, Optional, Union
 
 import numpy as np
 
-from . import arrays, driver, runtime
+from . import arrays, batch, driver, runtime
 from .arrays import array_kind, as_matrix, dtype_name
 from .config import MmaConfig, SimtConfig, Variant, WgmmaConfig
+from .epilogue import PLAIN
 from .epilogue_args import bind, is_plain
 from .errors import CaptureError, EpilogueError, NoGPUError, UnsupportedDeviceError
 from .intrinsics import SIMULATOR
@@ -419,6 +420,10 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
         >>> x = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
         >>> y = numba_tc.gemm(x, x.T, out_dtype="float32")   # x.T: a column-major view, no copy
     """
+    if batch.is_batched(a, b):
+        return _gemm_batched(a, b, variant, out, out_dtype, stream, allow_tf32, dict(
+            c=c, alpha=alpha, beta=beta, bias=bias, activation=activation, epilogue=epilogue,
+            epilogue_args=epilogue_args))
     if type(a).__module__.startswith("torch") and needs_torch_operator(a, b, c, bias):
         return _torch_ops().gemm(a, b, variant, out=out, out_dtype=out_dtype, stream=stream, allow_tf32=allow_tf32,
                                  c=c, alpha=alpha, beta=beta, bias=bias, activation=activation, epilogue=epilogue,
@@ -473,11 +478,80 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
     return out
 
 
+def _gemm_batched(a, b, variant, out, out_dtype, stream, allow_tf32, epi: dict):
+    """A batched product (``batch``); on torch tensors that need a gradient only where it is one
+    2-D product (the torch operator has no batched form yet: never silently detached)."""
+    if type(a).__module__.startswith("torch") and needs_torch_operator(a, b, epi["c"], epi["bias"]):
+        if len(b.shape) != 2 or not a.is_contiguous():
+            raise TypeError("a batched product of tensors that need a gradient (or under torch.compile) "
+                            "runs through the torch operator only as one 2-D product: a contiguous 3-D a "
+                            "times a 2-D b; use torch.matmul for this one")
+        if out is not None:
+            raise TypeError("out= with tensors that need a gradient: autograd cannot write into out")
+        res = gemm(a.reshape(-1, a.shape[-1]), b, variant, out_dtype=out_dtype, stream=stream,
+                   allow_tf32=allow_tf32, **dict(epi, c=None if epi["c"] is None else epi["c"].reshape(-1, b.shape[1])))
+        return res.reshape(a.shape[0], a.shape[1], b.shape[1])
+    return batch.batched_gemm(a, b, variant, out, out_dtype, stream, allow_tf32, epi, gemm, _batched_launch)
+
+
+_BATCHED: dict = {}
+_NO_EPILOGUE = dict(c=None, alpha=1.0, beta=0.0, bias=None, activation=None, epilogue=None, epilogue_args=())
+
+
+def _batched_launch(a0, b0, o0, variant, out_dtype, allow_tf32, bt, epi_kw, rows):
+    """The batched kernel's launch for these operands (``batch.batched_gemm``'s planner): a
+    callable ``run(a0, b0, o0, stream)``, or None (NumPy, the simulator, a variant without a
+    batched kernel, operands it cannot take)."""
+    kind = array_kind(a0)
+    if kind == "numpy" or SIMULATOR:
+        return None
+    pr = _Problem(a0, b0, variant, o0, out_dtype, allow_tf32)
+    epi = None if is_plain(**{k: epi_kw[k] for k in ("c", "alpha", "beta", "bias", "activation", "epilogue")}) else \
+        bind(kind, rows, pr.n, pr.dtype, pr.out_dtype, pr.device, *epi_kw.values())
+    key = (variant if isinstance(variant, str) else id(variant), out_dtype, allow_tf32, kind, bt,
+           operand_facts(a0, kind)[0], operand_facts(b0, kind)[0], operand_facts(o0, kind)[0],
+           None if epi is None else epi.key)
+    if key not in _BATCHED:
+        if len(_BATCHED) >= CALL_CACHE_SIZE:
+            _BATCHED.clear()
+        _BATCHED[key] = _batched_plan(pr, a0, b0, o0, bt, epi)
+    plan = _BATCHED[key]
+    if plan is None:
+        return None
+
+    def run(a0, b0, o0, st):
+        with driver.on_device(plan.device):
+            st = runtime.stream_handle(st) if st is not None else runtime.current_stream(kind, plan.device)
+            extra = (0,) if epi is None else epi.values(plan.epilogue)
+            plan.run((arrays.address(a0, kind), arrays.address(b0, kind), arrays.address(o0, kind)) + extra, st)
+    run.describe = plan.describe
+    return run
+
+
+def _batched_plan(pr, a0, b0, o0, bt, epi):
+    """The batched kernel's plan, or None (``_batched_launch``)."""
+    A, B, C = (as_matrix(x, n) for x, n in ((a0, "a"), (b0, "b"), (o0, "out")))
+    with driver.on_device(pr.device):
+        v = pick(pr.cands, A, B, C, pr.named)
+        if not v.batched:
+            return None
+        spec = PLAIN if epi is None else epi.spec
+        steps = v.plan(A, B, C, pr.device, epi=spec, batch=bt)
+        if steps is None:
+            return None
+        plan = Plan(steps, pr.device, False)
+    plan.variant, plan.epilogue = v.name, spec
+    return plan
+
+
 def explain(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=None, allow_tf32: bool = False) -> str:
     """What ``gemm(a, b, variant, out=out, ...)`` on these GPU arrays runs, without running it:
     the variant chosen and its launches, e.g. "hopper: 128x256 split-K 4; fixup". (The plan is
     made, so its kernels are compiled or loaded; the call cache is left alone.)"""
     kind = array_kind(a)
+    if batch.is_batched(a, b) and kind != "numpy" and not SIMULATOR:
+        return batch.batched_gemm(a, b, variant, out, out_dtype, None, allow_tf32, _NO_EPILOGUE, gemm,
+                                  _batched_launch, explain)
     if kind == "numpy" or SIMULATOR:
         raise TypeError("explain() takes GPU arrays (torch, CuPy, Numba): NumPy operands are copied "
                         "to the GPU first, and planned there")

@@ -360,6 +360,8 @@ class Variant:
     check: Optional[Callable] = field(default=None, repr=False, compare=False)
     max_cc: Optional[Tuple[int, int]] = None   # newest compute capability (wgmma is sm_90a only)
     kernels: Optional[Callable] = field(default=None, repr=False, compare=False)
+    # plan(..., batch=) takes a batched product (``batch.Batch``) in one launch where it can
+    batched: bool = False
 
     def refuses(self, a, b, c) -> Optional[str]:
         return self.check(a, b, c) if self.check is not None else None

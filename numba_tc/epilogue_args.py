@@ -103,7 +103,8 @@ def bind(kind: str, m: int, n: int, dtype: str, out_dtype: str, device, c, alpha
         key.append(user)
     elif epilogue_args:
         raise ValueError("epilogue_args were given without an epilogue function")
-    spec = Epilogue(float(alpha) != 1.0, c_spec, bias_spec, activation, user)
+    spec = Epilogue(float(alpha) != 1.0, c_spec, bias_spec, activation, user,
+                    fast=dtype in ("float16", "bfloat16"))
     return Bound(spec, tuple(key), m, n, cm, bm, float(alpha), float(beta), uvals)
 
 

@@ -54,6 +54,7 @@ from . import fixup, layout, repack, workspace
 from .config import Variant, WgmmaConfig
 from .epilogue import PLAIN
 from .epilogue import make as make_epilogue
+from .epilogue import make_prefetch
 from .fragments import OUT_CONVERT, apply_fragments, store_out
 from .intrinsics import ptr
 from .jit import device, kernel, kernel_factory, unrolled
@@ -61,8 +62,8 @@ from .layout import c_fragment, chunk_offset, wgmma_desc, wgmma_operand_offset
 from .plan import Step
 from .primitives import (cluster_ctarank, cluster_sync, fence_proxy_async, mbar_arrive, mbar_arrive_cluster,
                          mbar_expect_tx, mbar_fence_init, mbar_init, mbar_wait, named_barrier, setmaxnreg_dec,
-                         setmaxnreg_inc, smem_addr, sts_out2, tma_load_2d, tma_load_2d_multicast,
-                         tma_prefetch_map, tma_store_2d, tma_store_commit, tma_store_wait_all,
+                         setmaxnreg_inc, smem_addr, sts_out2, tma_load_2d, tma_load_2d_multicast, tma_load_3d,
+                         tma_prefetch_map, tma_store_2d, tma_store_3d, tma_store_commit, tma_store_wait_all,
                          tma_store_wait_read, wgmma_commit, wgmma_fence, wgmma_m64n64k16, wgmma_m64n128k16,
                          wgmma_m64n192k16, wgmma_m64n256k16, wgmma_wait)
 from .schedule import balanced_workers, cdiv, tile_origin
@@ -73,8 +74,9 @@ __all__ = ["RUNGS", "wgmma_kernel", "PARAMS", "WGMMA_TYPE", "variant_from"]
 WGMMA_TYPE = {"float16": 0, "bfloat16": 1}      # ptx/hopper.cu: wgmma's input type argument
 _WGMMA = {64: wgmma_m64n64k16, 128: wgmma_m64n128k16, 192: wgmma_m64n192k16, 256: wgmma_m64n256k16}
 # Kernel parameters: tensor maps of A, B and C (by value); C's address; M, N, K; ldc; K slices per
-# split (split-K kernels; others ignore it)
-PARAMS = ("map",) * 3 + ("i64",) * 6
+# split (split-K kernels; others ignore it); batches and which operands have them (bit 0: A, bit
+# 1: B; a batched kernel's broadcast operand is read at batch 0; others ignore both)
+PARAMS = ("map",) * 3 + ("i64",) * 8
 
 
 # ---------------------------------------------------------------------------------------------
@@ -119,22 +121,25 @@ def _releaser(CL):
 
 
 @lru_cache(maxsize=None)
-def make_scheduler(BM, BN, GROUP, CL, SPLIT):
-    """Scheduler: ``(walk, unit)``. ``walk(grid_m, grid_n, ktiles, kper)`` is this block's walk,
-    a tuple (first unit, stride, units, tiles, kper, ktiles, cluster rank, grid_m, grid_n): a
-    persistent grid walks cluster units cid, cid + clusters, ... ``unit(w, u)``: unit ``u`` ->
-    its tile's origin, its split ``s`` and its K slices [k0, k0 + kn). Tiles go in grouped order
-    (``schedule.tile_origin``); the CL blocks of a cluster take CL tiles stacked along M (the
-    same B tile). Without SPLIT a unit is a whole tile. With it, units go split by split
-    (s = u // tiles): blocks that run at the same time take the same K range of different
-    tiles, and share its panels of A and B in L2."""
+def make_scheduler(BM, BN, GROUP, CL, SPLIT, BATCH=False):
+    """Scheduler: ``(walk, unit)``. ``walk(grid_m, grid_n, ktiles, kper, batches)`` is this
+    block's walk, a tuple (first unit, stride, units, tiles, kper, ktiles, cluster rank, grid_m,
+    grid_n): a persistent grid walks cluster units cid, cid + clusters, ... ``unit(w, u)``: unit
+    ``u`` -> its tile's origin, its depth ``s`` (split or batch) and its K slices [k0, k0 + kn).
+    Tiles go in grouped order (``schedule.tile_origin``); the CL blocks of a cluster take CL
+    tiles stacked along M (the same B tile). Without SPLIT or BATCH a unit is a whole tile. With
+    SPLIT, units go split by split (s = u // tiles): blocks that run at the same time take the
+    same K range of different tiles, and share its panels of A and B in L2. With BATCH, a unit is
+    a whole tile of batch s = u // tiles, batch by batch."""
     @device
-    def walk(grid_m, grid_n, ktiles, kper):
+    def walk(grid_m, grid_n, ktiles, kper, batches):
         rank = cluster_ctarank() if CL > 1 else 0
         cid = cuda.blockIdx.x // CL
         nclusters = cuda.gridDim.x // CL
         ntiles = ((grid_m + CL - 1) // CL) * grid_n
         nunits = ntiles * ((ktiles + kper - 1) // kper) if SPLIT else ntiles
+        if BATCH:
+            nunits = ntiles * batches
         return cid, nclusters, nunits, ntiles, kper, ktiles, rank, grid_m, grid_n
 
     @device
@@ -144,9 +149,10 @@ def make_scheduler(BM, BN, GROUP, CL, SPLIT):
         ct = u
         k0 = 0
         kn = ktiles
-        if SPLIT:
+        if SPLIT or BATCH:
             s = u // ntiles
             ct = u - s * ntiles
+        if SPLIT:
             k0 = s * kper
             kn = min(kper, ktiles - k0)
         cm0, bn0 = tile_origin(ct, (grid_m + CL - 1) // CL, grid_n, GROUP, CL * BM, BN)
@@ -176,41 +182,56 @@ def make_init_ring(S, ARRIVALS, CL):
 
 
 @lru_cache(maxsize=None)
-def _loader(KMAJOR, ROWS, MASK):
-    """``load(tmap, dst, mn0, k0, bar)``: TMA the K slice at k0 of rows/columns mn0..mn0+ROWS of
-    an operand into ``dst``; with a cluster ``MASK``, into the same place of every CTA in the
-    mask (multicast)."""
+def _box_loader(MASK, BATCH):
+    """``box(tmap, dst, c0, c1, z, bar)``: one TMA box at (c0, c1) (of matrix z of a batched
+    operand's 3-D map, with BATCH); with a cluster ``MASK``, into every CTA in the mask."""
+    if MASK and BATCH:
+        raise ValueError("batched kernels do not multicast (no clusters)")
+
     @device
-    def load(tmap, dst, mn0, k0, bar):
+    def box(tmap, dst, c0, c1, z, bar):
+        if BATCH:
+            tma_load_3d(dst, tmap, c0, c1, z, bar)
+        elif MASK:
+            tma_load_2d_multicast(dst, tmap, c0, c1, bar, MASK)
+        else:
+            tma_load_2d(dst, tmap, c0, c1, bar)
+    return box
+
+
+@lru_cache(maxsize=None)
+def _loader(KMAJOR, ROWS, MASK, BATCH=False):
+    """``load(tmap, dst, mn0, k0, bar, z)``: TMA the K slice at k0 of rows/columns mn0..mn0+ROWS
+    of an operand (of its matrix z, with BATCH) into ``dst``; with a cluster ``MASK``, into the
+    same place of every CTA in the mask (multicast)."""
+    box = _box_loader(MASK, BATCH)
+
+    @device
+    def load(tmap, dst, mn0, k0, bar, z):
         if KMAJOR:                                     # one box of [ROWS][64 k]
-            if MASK:
-                tma_load_2d_multicast(dst, tmap, k0, mn0, bar, MASK)
-            else:
-                tma_load_2d(dst, tmap, k0, mn0, bar)
+            box(tmap, dst, k0, mn0, z, bar)
         else:                                          # ROWS / 64 boxes of [64 k][64 mn]
             for j in range(ROWS // 64):
-                if MASK:
-                    tma_load_2d_multicast(dst + j * layout.BOX_BYTES, tmap, mn0 + 64 * j, k0, bar, MASK)
-                else:
-                    tma_load_2d(dst + j * layout.BOX_BYTES, tmap, mn0 + 64 * j, k0, bar)
+                box(tmap, dst + j * layout.BOX_BYTES, mn0 + 64 * j, k0, z, bar)
     return load
 
 
 @lru_cache(maxsize=None)
-def make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, STAGE, CL):
-    """``produce(tma, tmb, stage, full, bm0, bn0, k0, rank)``: expect a whole stage of bytes on
-    ``full`` (zero-filled parts of a box count too), then issue the loads of A's and B's K slice
-    k0. In a cluster each CTA loads 1/CL of the shared B tile and multicasts it to all: the
-    peers' loads complete on this CTA's ``full`` too."""
+def make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, STAGE, CL, BATCH=False):
+    """``produce(tma, tmb, stage, full, bm0, bn0, k0, rank, za, zb)``: expect a whole stage of
+    bytes on ``full`` (zero-filled parts of a box count too), then issue the loads of A's and
+    B's K slice k0 (of their matrices za and zb, with BATCH). In a cluster each CTA loads 1/CL of
+    the shared B tile and multicasts it to all: the peers' loads complete on this CTA's ``full``
+    too."""
     PART = BN // CL
-    load_a = _loader(A_KM, BM, 0)
-    load_b = _loader(B_KM, PART, (1 << CL) - 1 if CL > 1 else 0)
+    load_a = _loader(A_KM, BM, 0, BATCH)
+    load_b = _loader(B_KM, PART, (1 << CL) - 1 if CL > 1 else 0, BATCH)
 
     @device
-    def produce(tma, tmb, stage, full, bm0, bn0, k0, rank):
+    def produce(tma, tmb, stage, full, bm0, bn0, k0, rank, za, zb):
         mbar_expect_tx(full, STAGE)
-        load_a(tma, stage, bm0, k0, full)
-        load_b(tmb, stage + A_BYTES + wgmma_operand_offset(B_KM, rank * PART, 0), bn0 + rank * PART, k0, full)
+        load_a(tma, stage, bm0, k0, full, za)
+        load_b(tmb, stage + A_BYTES + wgmma_operand_offset(B_KM, rank * PART, 0), bn0 + rank * PART, k0, full, zb)
     return produce
 
 
@@ -240,22 +261,27 @@ def make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES):
 
 
 @lru_cache(maxsize=None)
-def make_producer(walk_unit, produce, S, STAGE, BK):
-    """Producer (one thread): ``producer(tma_a, tma_b, sbase, bars, w)``: for each unit of walk
-    ``w`` (``walk_unit``: the scheduler's ``unit``), wait until the cluster has released a
-    stage, then TMA the next K slice into it (``produce``: ``make_load_stage``)."""
+def make_producer(walk_unit, produce, prefetch, S, STAGE, BK, BM, BN, BATCH=False):
+    """Producer (one thread): ``producer(tma_a, tma_b, sbase, bars, w, M, N, bmask, ep)``: for
+    each unit of walk ``w`` (``walk_unit``: the scheduler's ``unit``), first ask L2 for what the
+    epilogue will read of the tile (``prefetch``: ``epilogue.make_prefetch``; its rows count
+    across a batched product's matrices), then for each K slice wait until the cluster has
+    released a stage and TMA the slice into it (``produce``: ``make_load_stage``; a batched
+    operand's matrix is the unit's depth, a broadcast one's (not in ``bmask``) 0)."""
     advance = _advancer(S)
 
     @device
-    def producer(tma_a, tma_b, sbase, bars, w):
+    def producer(tma_a, tma_b, sbase, bars, w, M, N, bmask, ep):
         s = 0
         ph = 0
         rank = w[6]
         for u in range(w[0], w[2], w[1]):
-            bm0, bn0, _, k0, kn = walk_unit(w, u)
+            bm0, bn0, z, k0, kn = walk_unit(w, u)
+            prefetch(bm0 + (z * M if BATCH else 0), min(BM, M - bm0), bn0, min(BN, N - bn0), ep)
             for t in range(kn):
                 mbar_wait(bars + 8 * (S + s), ph ^ 1)
-                produce(tma_a, tma_b, sbase + s * STAGE, bars + 8 * s, bm0, bn0, (k0 + t) * BK, rank)
+                produce(tma_a, tma_b, sbase + s * STAGE, bars + 8 * s, bm0, bn0, (k0 + t) * BK, rank,
+                        z * (bmask & 1), z * ((bmask >> 1) & 1))
                 s, ph = advance(s, ph)
     return producer
 
@@ -287,13 +313,15 @@ def make_mainloop(consume, S, STAGE, CL):
 
 
 @lru_cache(maxsize=None)
-def _box_store(MI, BN, OUT_ITEM, OUT_K, EB, EPI):
-    """``store_box(t, acc, tmc, buf0, nbox, row0, col0, tw, lane, bar, ep)``: output box t of
-    MI x NBOX of a warpgroup (m64 block t // NBOX, 128-byte column block t % NBOX): registers ->
-    shared box (a ring of EB from ``buf0``) -> one TMA store, which clips at C's edges. The
-    epilogue on box t + 1 comes first, in the same straight-line code as box t's shared-memory
-    stores, so that its loads are in flight while they go out. ``row0``: this warp's first row
-    of C; ``bar``: the warpgroup's named barrier."""
+def _box_store(MI, BN, OUT_ITEM, OUT_K, EB, EPI, BATCH=False):
+    """``store_box(t, acc, tmc, buf0, nbox, row0, col0, tw, lane, bar, ep, z, erow0)``: output box
+    t of MI x NBOX of a warpgroup (m64 block t // NBOX, 128-byte column block t % NBOX):
+    registers -> shared box (a ring of EB from ``buf0``) -> one TMA store (into matrix z of C's
+    3-D map, with BATCH), which clips at C's edges. The epilogue on box t + 1 comes first, in the
+    same straight-line code as box t's shared-memory stores, so that its loads are in flight
+    while they go out. ``row0``: this warp's first row of C (``erow0``: the row the epilogue
+    sees, which counts across a batched product's matrices); ``bar``: the warpgroup's named
+    barrier."""
     COLS = layout.ROW_BYTES // OUT_ITEM            # columns of one 128-byte output box
     NBOX = BN // COLS
     NB = MI * NBOX
@@ -316,45 +344,51 @@ def _box_store(MI, BN, OUT_ITEM, OUT_K, EB, EPI):
         apply_fragments(COLS // 8, acc, mi * (BN // 8) + bx * (COLS // 8), row0, col0, lane, BN // 8, 64, EPI, ep)
 
     @device
-    def store_box(t, acc, tmc, buf0, nbox, row0, col0, tw, lane, bar, ep):
+    def store_box(t, acc, tmc, buf0, nbox, row0, col0, tw, lane, bar, ep, z, erow0):
         mi = t // NBOX
         bx = t - mi * NBOX
         if t == 0:
-            apply_box(0, acc, row0, col0, lane, ep)
+            apply_box(0, acc, erow0, col0, lane, ep)
         buf = buf0 + ((nbox + t) & (EB - 1)) * layout.OUT_BOX_BYTES
         if tw == 0:
             tma_store_wait_read(EB - 1)            # the store that used this buffer has read it
         named_barrier(bar, 128)
         if t + 1 < NB:
-            apply_box(t + 1, acc, row0, col0, lane, ep)
+            apply_box(t + 1, acc, erow0, col0, lane, ep)
         stage_frags(COLS // 8, acc, mi * (BN // 2) + bx * (COLS // 2), buf, 16 * (tw >> 5), lane)
         fence_proxy_async()                        # generic-proxy writes before the async-proxy read
         named_barrier(bar, 128)
         if tw == 0:
-            tma_store_2d(tmc, col0 + bx * COLS, row0 - 16 * (tw >> 5) + 64 * mi, buf)
+            if BATCH:
+                tma_store_3d(tmc, col0 + bx * COLS, row0 - 16 * (tw >> 5) + 64 * mi, z, buf)
+            else:
+                tma_store_2d(tmc, col0 + bx * COLS, row0 - 16 * (tw >> 5) + 64 * mi, buf)
             tma_store_commit()
     return unrolled(store_box, 16), NB
 
 
 @lru_cache(maxsize=None)
-def make_epilogue_part(MI, BN, out_dtype, vc, TMA_C, EB, epi):
+def make_epilogue_part(MI, BN, out_dtype, vc, TMA_C, EB, epi, BATCH=False):
     """Epilogue: ``(store, drain)``. ``store(acc, C, tmc, ebase, nbox, row0, bn0, ldc, M, N, wg,
-    tw, lane, ep)``: a warpgroup's accumulators (MI m64 blocks of BN columns; this warp's rows
+    tw, lane, ep, z)``: a warpgroup's accumulators (MI m64 blocks of BN columns; this warp's rows
     from ``row0``) through the epilogue function of ``epi`` (``epilogue.make``), then to C through
     shared memory and TMA stores (with TMA_C: a ring of EB boxes per consumer from ``ebase``,
-    ``_box_store``) or straight from registers (``fragments.store_out``; ``vc``: C's column pairs
-    are aligned). Returns the count of boxes this consumer has stored. ``drain(tw)``: the last
-    boxes are out (before the block ends)."""
+    ``_box_store``; with BATCH into matrix z, the epilogue seeing row z * M + row) or straight
+    from registers (``fragments.store_out``; ``vc``: C's column pairs are aligned). Returns the
+    count of boxes this consumer has stored. ``drain(tw)``: the last boxes are out (before the
+    block ends)."""
     OUT_K, OUT_ITEM = OUT_CONVERT[out_dtype], layout.ITEMSIZE[out_dtype]
     NI = BN // 8
     EPI = make_epilogue(epi)
+    if BATCH and not TMA_C:
+        raise ValueError("a batched kernel stores C by TMA")
     if TMA_C:
-        store_boxes, NB = _box_store(MI, BN, OUT_ITEM, OUT_K, EB, EPI)
+        store_boxes, NB = _box_store(MI, BN, OUT_ITEM, OUT_K, EB, EPI, BATCH)
 
         @device
-        def store(acc, C, tmc, ebase, nbox, row0, bn0, ldc, M, N, wg, tw, lane, ep):
+        def store(acc, C, tmc, ebase, nbox, row0, bn0, ldc, M, N, wg, tw, lane, ep, z):
             store_boxes(NB, acc, tmc, ebase + wg * (EB * layout.OUT_BOX_BYTES), nbox, row0, bn0, tw, lane,
-                        1 + wg, ep)
+                        1 + wg, ep, z, row0 + (z * M if BATCH else 0))
             return nbox + NB
 
         @device
@@ -364,7 +398,7 @@ def make_epilogue_part(MI, BN, out_dtype, vc, TMA_C, EB, epi):
         return store, drain
 
     @device
-    def store(acc, C, tmc, ebase, nbox, row0, bn0, ldc, M, N, wg, tw, lane, ep):
+    def store(acc, C, tmc, ebase, nbox, row0, bn0, ldc, M, N, wg, tw, lane, ep, z):
         store_out(MI * NI // 8, C, ldc, M, N, acc, row0, bn0, lane, NI, 64, OUT_ITEM, OUT_K, vc, 8, EPI, ep)
         return nbox
 
@@ -379,7 +413,7 @@ def make_consumer(walk_unit, mainloop, store, drain, NACC, WG_M, PLANE):
     """A consumer warpgroup: ``consumer(acc, pacc, C, tmc, sbase, ebase, bars, w, ldc, M, N, wg,
     tid, ep)``: for each unit of walk ``w``, the mainloop, then the epilogue (``store``, then
     ``drain`` once at the end). A split-K unit writes its partial sum to plane s of C, PLANE
-    bytes per element of M x ldc (``fixup`` adds the planes)."""
+    bytes per element of M x ldc (``fixup`` adds the planes); a batched one, to matrix s."""
     @device
     def consumer(acc, pacc, C, tmc, sbase, ebase, bars, w, ldc, M, N, wg, tid, ep):
         tw = tid & 127
@@ -395,7 +429,7 @@ def make_consumer(walk_unit, mainloop, store, drain, NACC, WG_M, PLANE):
                 acc[i] = float32(0)
             s, ph = mainloop(pacc, sbase, bars, s, ph, kn, a_row0, lane)
             nbox = store(acc, C + sp * (M * ldc * PLANE), tmc, ebase, nbox, bm0 + m_warp, bn0, ldc, M, N, wg, tw,
-                         lane, ep)
+                         lane, ep, sp)
         drain(tw)
     return consumer
 
@@ -417,7 +451,7 @@ def make_one_tile(produce, consume, store, BM, BN, BK, GROUP, WG_M, NACC, S, STA
         if tid == 0:
             for s in range(S):
                 if s < ktiles:
-                    produce(tma_a, tma_b, sbase + s * STAGE, bars + 8 * s, bm0, bn0, s * BK, 0)
+                    produce(tma_a, tma_b, sbase + s * STAGE, bars + 8 * s, bm0, bn0, s * BK, 0, 0, 0)
         s = 0
         ph = 0
         for t in range(ktiles):
@@ -425,22 +459,26 @@ def make_one_tile(produce, consume, store, BM, BN, BK, GROUP, WG_M, NACC, S, STA
             wgmma_wait(0)
             cuda.syncthreads()                        # every warpgroup is done with stage s
             if tid == 0 and t + S < ktiles:
-                produce(tma_a, tma_b, sbase + s * STAGE, bars + 8 * s, bm0, bn0, (t + S) * BK, 0)
+                produce(tma_a, tma_b, sbase + s * STAGE, bars + 8 * s, bm0, bn0, (t + S) * BK, 0, 0, 0)
             s, ph = advance(s, ph)
-        store(acc, C, 0, 0, 0, bm0 + a_row0 + 16 * ((tid >> 5) & 3), bn0, ldc, M, N, 0, tid & 127, tid & 31, ep)
+        store(acc, C, 0, 0, 0, bm0 + a_row0 + 16 * ((tid >> 5) & 3), bn0, ldc, M, N, 0, tid & 127, tid & 31, ep, 0)
     return one_tile
 
 
 @kernel_factory
 def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool, vc: bool,
-                 tma_c: bool = False, epi=PLAIN, split: bool = False):
+                 tma_c: bool = False, epi=PLAIN, split: bool = False, batch: bool = False):
     """The Hopper kernel for one configuration, input type, output type and operand layout.
     vc: C's column pairs are aligned for paired stores; tma_c: C can be written by TMA (used when
     the configuration has ``tma_store``); split: split-K, each unit a tile's run of ``kper`` K
     slices, its fp32 partial sum written to its split's plane of C (M x ldc, planes
-    M * ldc apart) without an epilogue (``fixup`` adds the planes, then applies it)."""
+    M * ldc apart) without an epilogue (``fixup`` adds the planes, then applies it); batch: a
+    batched product, every operand's tensor map 3-D (the batch last), a unit a tile of one
+    batch's product."""
     if split and (out_dtype != "float32" or tma_c or not epi.plain or not cfg.persistent):
         raise ValueError("a split-K kernel is persistent and writes plain fp32 planes from registers")
+    if batch and (split or not (tma_c and cfg.tma_store) or not cfg.persistent or cfg.cluster > 1):
+        raise ValueError("a batched kernel is persistent, without clusters or split-K, and stores C by TMA")
     BM, BN, BK, S, CONS, CL = cfg.bm, cfg.bn, cfg.bk, cfg.stages, cfg.consumers, cfg.cluster
     PRODUCER, (REG_P, REG_C), WG_M = cfg.producer, cfg.regs, cfg.wg_m
     MI, NACC = WG_M // 64, cfg.acc_regs
@@ -450,16 +488,17 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
     # the parts
     init_ring = make_init_ring(S, CONS * 4 * CL, CL)     # empty: lane 0 of every consumer warp of the cluster
     consume = make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES)
-    walk, walk_unit = make_scheduler(BM, BN, cfg.group_m, CL, split)
-    producer = make_producer(walk_unit, make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, STAGE, CL), S, STAGE, BK)
-    store, drain = make_epilogue_part(MI, BN, out_dtype, vc, cfg.tma_store and tma_c, cfg.epi_boxes, epi)
+    walk, walk_unit = make_scheduler(BM, BN, cfg.group_m, CL, split, batch)
+    producer = make_producer(walk_unit, make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, STAGE, CL, batch),
+                             make_prefetch(epi), S, STAGE, BK, BM, BN, batch)
+    store, drain = make_epilogue_part(MI, BN, out_dtype, vc, cfg.tma_store and tma_c, cfg.epi_boxes, epi, batch)
     consumer = make_consumer(walk_unit, make_mainloop(consume, S, STAGE, CL), store, drain, NACC, WG_M,
                              layout.ITEMSIZE[out_dtype])
     one_tile = make_one_tile(make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, STAGE, 1), consume,
                              make_epilogue_part(MI, BN, out_dtype, vc, False, cfg.epi_boxes, epi)[0],
                              BM, BN, BK, cfg.group_m, WG_M, NACC, S, STAGE)
 
-    def wgmma_gemm(TMA_A, TMA_B, TMC, C, M, N, K, ldc, kper, ep):
+    def wgmma_gemm(TMA_A, TMA_B, TMC, C, M, N, K, ldc, kper, batches, bmask, ep):
         smem = cuda.shared.array(0, uint32)
         sbase = layout.align_up(smem_addr(ptr(smem)), layout.SWIZZLE_ALIGN)
         ebase = sbase + S * STAGE                         # output boxes (tma_store)
@@ -475,12 +514,12 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
         if not PRODUCER:
             one_tile(acc, pacc, C, TMA_A, TMA_B, sbase, bars, grid_m, grid_n, ktiles, ldc, M, N, tid, ep)
             return
-        w = walk(grid_m, grid_n, ktiles, kper)
+        w = walk(grid_m, grid_n, ktiles, kper, batches)
         if wg == CONS:                                    # warpgroup CONS produces (one thread) ...
             if REG_P > 0:
                 setmaxnreg_dec(REG_P)
             if tid == CONS * 128:
-                producer(TMA_A, TMA_B, sbase, bars, w)
+                producer(TMA_A, TMA_B, sbase, bars, w, M, N, bmask, ep)
         else:                                             # ... warpgroups 0..CONS-1 consume
             if REG_C > 0:
                 setmaxnreg_inc(REG_C)
@@ -643,9 +682,13 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
         raise ValueError(f"splits={forced}: at least 1, on a persistent configuration (split-K units are "
                          "dealt out by the persistent grid)")
 
-    def plan(a, b, c, dev, epi=PLAIN, resident=None):
-        """resident: blocks that run at once (default: as the GPU says; tests force few)."""
+    def plan(a, b, c, dev, epi=PLAIN, resident=None, batch=None):
+        """resident: blocks that run at once (default: as the GPU says; tests force few); batch:
+        a batched product's ``batch.Batch`` (the top rung only; None where this kernel cannot
+        take it: the caller then runs one product per batch)."""
         from . import driver
+        if batch is not None:
+            return _batched_steps(cfgs, a, b, c, dev, epi, batch, resident) if readable else None
         m, n, kk = c.rows, c.cols, a.cols
         copy = [readable and bool(tma_requirements(x.ptr, x.ld, x.itemsize)) for x in (a, b)]
         cfg, splits = cfgs[0], forced or 1
@@ -677,8 +720,8 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
             ma = encode(ws + ra_off if copy[0] else pa, *ea)
             mb = encode(ws + rb_off if copy[1] else pb, *eb)
             if splits > 1:                  # partial sums to the planes; the fix-up does the rest
-                return (ma, mb, _NO_MAP, ws + planes, m, n, kk, ldw, kper, 0)
-            return (ma, mb, encode(pc, *ec) if ec else _NO_MAP, pc, m, n, kk, c.ld, kper, *ep)
+                return (ma, mb, _NO_MAP, ws + planes, m, n, kk, ldw, kper, 1, 0, 0)
+            return (ma, mb, encode(pc, *ec) if ec else _NO_MAP, pc, m, n, kk, c.ld, kper, 1, 0, *ep)
         label = (f"{cfg.bm}x{cfg.bn}" + (f" cluster {cfg.cluster}" if cfg.cluster > 1 else "")
                  + (f" split-K {splits}" if splits > 1 else ""))
         steps.append(Step(k, work_plan(cfg, units, resident), cfg.threads,
@@ -691,6 +734,39 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
                               fn=driver.load(fk, dev), workspace=total, label="fixup"))
         return steps
     return plan
+
+
+def _batched_steps(cfgs, a, b, c, dev, epi, batch, resident):
+    """The launch of a batched product (``batch``: the count and each operand's matrix stride,
+    0 for one broadcast to every batch) in one persistent grid, every operand's tensor map 3-D;
+    or None where TMA cannot read or write the operands as they are (the caller then runs one
+    product per batch). The tile is the cost model's for the whole batch; no clusters, no
+    split-K (a batch has tiles enough)."""
+    from . import driver
+    pool = [cfg for cfg in cfgs if cfg.cluster == 1 and cfg.persistent and cfg.tma_store]
+    strides = ((a, batch.a), (b, batch.b), (c, batch.c))
+    if not pool or any(tma_requirements(x.ptr, x.ld, x.itemsize) or (z * x.itemsize) % 16 for x, z in strides):
+        return None
+    m, n, kk = c.rows, c.cols, a.cols
+    cfg, _ = pick_config(pool, m * batch.count, n, kk, False, driver.sm_count(dev), False, c.itemsize)
+    ec = output_map(cfg, c)
+    if ec is None:
+        return None
+    k = wgmma_kernel(cfg, a.dtype, c.dtype, a.trans, b.trans, c.pairs_aligned, True, epi, False, True)
+    fn = driver.load(k, dev)
+    tiles = cdiv(m, cfg.bm) * cdiv(n, cfg.bn)
+    units = tiles * batch.count
+    grid = work_plan(cfg, units, resident or driver.sm_count(dev) * cfg.min_blocks)
+    (ea, eb), bmask = operand_maps(cfg, a, b), (batch.a != 0) | (batch.b != 0) << 1
+
+    def depth(x, z):            # the 3-D map's batch: one matrix (at batch 0) for a broadcast operand
+        return (batch.count, z) if z else (1, _lines(x)[0] * x.ld)
+
+    def args(pa, pb, pc, *ep):
+        return (encode(pa, *ea, 128, *depth(a, batch.a)), encode(pb, *eb, 128, *depth(b, batch.b)),
+                encode(pc, *ec, 128, batch.count, batch.c), pc, m, n, kk, c.ld, 1, batch.count, bmask, *ep)
+    label = f"{cfg.bm}x{cfg.bn} batched {batch.count}"
+    return [Step(k, grid, cfg.threads, args, smem=cfg.smem_bytes, fn=fn, label=label)]
 
 
 def _kernels(cfgs, top: bool):
@@ -745,7 +821,8 @@ def _variant(name, rung, cfgs, note, top=False, splits=None):
     always that many, on the first configuration)."""
     cfgs = cfgs if isinstance(cfgs, tuple) else (cfgs,)
     return Variant(name, "wgmma", rung, _IN, _SM90A, note, _plan(*cfgs, readable=top, split=top, splits=splits),
-                   cfgs[0], _OUT, check=None if top else _check, max_cc=_SM90A, kernels=_kernels(cfgs, top))
+                   cfgs[0], _OUT, check=None if top else _check, max_cc=_SM90A, kernels=_kernels(cfgs, top),
+                   batched=top)
 
 
 RUNGS = [

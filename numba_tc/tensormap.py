@@ -55,21 +55,28 @@ def _check(ptr: int, dtype: str, ld: int, box_cols: int, box_rows: int, swizzle:
 
 
 def encode(ptr: int, dtype: str, cols: int, rows: int, ld: int, box_cols: int, box_rows: int,
-           swizzle: int = 128) -> bytes:
+           swizzle: int = 128, batches: int = 0, bstride: int = 0) -> bytes:
     """The CUtensorMap of a row-major ``rows x cols`` matrix (element (r, c) at
     ``ptr + (r * ld + c) * itemsize``) read or written in ``box_rows x box_cols`` boxes; boxes
-    past the edges read as zeros and are clipped when stored. Cached by the arguments."""
-    key = (ptr, dtype, cols, rows, ld, box_cols, box_rows, swizzle)
+    past the edges read as zeros and are clipped when stored. With ``batches``, a 3-D map of
+    that many such matrices ``bstride`` elements apart (boxes one matrix deep). Cached by the
+    arguments."""
+    key = (ptr, dtype, cols, rows, ld, box_cols, box_rows, swizzle, batches, bstride)
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
     itemsize = _check(ptr, dtype, ld, box_cols, box_rows, swizzle)
+    if batches and (bstride * itemsize) % 16:
+        raise ValueError(f"TMA cannot read this batch: its matrices are {bstride * itemsize} bytes apart, "
+                         "not a multiple of 16")
     from .driver import CudaError, libcuda
-    u64x2, u64x1, u32x2 = ctypes.c_uint64 * 2, ctypes.c_uint64 * 1, ctypes.c_uint32 * 2
+    rank = 3 if batches else 2
+    u64s, u32s = ctypes.c_uint64 * rank, ctypes.c_uint32 * rank
+    dims, strides = (cols, rows, batches)[:rank], (ld * itemsize, bstride * itemsize)[:rank - 1]
     out = ctypes.create_string_buffer(MAP_BYTES)
     err = libcuda().cuTensorMapEncodeTiled(
-        out, _DTYPES[dtype], 2, ctypes.c_void_p(ptr), u64x2(cols, rows), u64x1(ld * itemsize),
-        u32x2(box_cols, box_rows), u32x2(1, 1), 0, _SWIZZLE[swizzle], _L2_PROMOTION_256B, 0)
+        out, _DTYPES[dtype], rank, ctypes.c_void_p(ptr), u64s(*dims), (ctypes.c_uint64 * (rank - 1))(*strides),
+        u32s(*(box_cols, box_rows, 1)[:rank]), u32s(*(1,) * rank), 0, _SWIZZLE[swizzle], _L2_PROMOTION_256B, 0)
     if err:
         raise CudaError(f"cuTensorMapEncodeTiled failed with CUresult {err} (rows={rows}, "
                         f"cols={cols}, ld={ld}, box={box_rows}x{box_cols}, dtype={dtype})")

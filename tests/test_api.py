@@ -34,7 +34,8 @@ def test_register_rejects_taken_names():
 @pytest.mark.parametrize("a, b, exc, words", [
     (f32(4, 5), f32(6, 7), ValueError, "inner dimensions differ"),
     (f32(4), f32(4, 3), ValueError, "must be 2-D"),
-    (f32(2, 4, 5), f32(5, 3), ValueError, "must be 2-D"),
+    (f32(2, 2, 4, 5), f32(5, 3), ValueError, "must be 2-D or 3-D"),
+    (f32(3, 4, 5), f32(2, 5, 3), ValueError, "do not broadcast"),
     (f32(4, 5), f32(5, 3).astype(np.float16), TypeError, "one dtype"),
     (f32(4, 5).astype(np.float64), f32(5, 3).astype(np.float64), TypeError, "not supported"),
     (f32(4, 5).astype(np.int32), f32(5, 3).astype(np.int32), TypeError, "not supported"),

@@ -20,6 +20,8 @@ def _resid(acc, row, col, res, scale):
 
 _USER = UserFunction("resid", code_digest(_resid), (("array", "float32", 2), ("f32",)), _resid)
 SPECS = {"plain": PLAIN, "bias_gelu": Epilogue(bias=("bfloat16", "col"), activation="gelu_tanh"),
+         "bias_gelu_fast": Epilogue(bias=("bfloat16", "col"), activation="gelu_tanh", fast=True),
+         "resid": Epilogue(user=_USER),
          "all": Epilogue(alpha=True, c=("float32", True), bias=("float32", "row"), activation="silu", user=_USER,
                          swap=True)}
 
@@ -30,12 +32,25 @@ def hopper_cubins():
                                                     spec)) for name, spec in SPECS.items()}
 
 
-@pytest.mark.parametrize("name", ["bias_gelu", "all"])
+@pytest.mark.parametrize("name", ["bias_gelu", "bias_gelu_fast", "resid", "all"])
 def test_hopper_epilogue_sass(hopper_cubins, name):
     c, plain = hopper_cubins[name], hopper_cubins["plain"]
     assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
     assert c.count("HGMMA") == plain.count("HGMMA") and c.count("UTMASTG") == plain.count("UTMASTG")
-    assert c.count("MUFU") > plain.count("MUFU")         # the activation is there (tanh / exp)
+    if name != "resid":
+        assert c.count("MUFU") > plain.count("MUFU")     # the activation is there (tanh / exp)
+
+
+def test_hopper_fast_gelu_is_one_mufu_per_element(hopper_cubins):
+    # 16-bit inputs: tanh.approx, one MUFU.TANH per element, instead of ex2 and rcp (two MUFUs)
+    fast, slow, plain = (hopper_cubins[n].count("MUFU") for n in ("bias_gelu_fast", "bias_gelu", "plain"))
+    assert hopper_cubins["bias_gelu_fast"].count("MUFU.TANH") > 0
+    assert 2 * (fast - plain) == slow - plain
+
+
+def test_hopper_prefetches_what_the_epilogue_reads(hopper_cubins):
+    # a user's array of C's shape is asked of L2 (cp.async.bulk.prefetch) as each tile starts
+    assert hopper_cubins["resid"].count("UBLKPF") > 0 and hopper_cubins["plain"].count("UBLKPF") == 0
 
 
 def test_mma_tuned_user_epilogue_sass():

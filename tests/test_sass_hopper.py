@@ -4,6 +4,7 @@ same kernel does not build for plain sm_90 (the arch gate is real). No GPU neede
 import pytest
 
 from numba_tc import hopper
+from numba_tc.epilogue import PLAIN
 from numba_tc.sass import compile_cubin
 
 from conftest import SIM
@@ -84,3 +85,14 @@ def test_output_box_ring(boxes):
 def test_wgmma_needs_sm90a():
     with pytest.raises(RuntimeError, match="nvJitLink failed for sm_90"):
         _compile(hopper.RUNG1, cc=(9, 0))
+
+
+@pytest.mark.parametrize("ta, tb", [(False, False), (True, True)])
+def test_batched_kernel_sass(cubins, ta, tb):
+    # the batched kernel: 3-D TMA loads and stores, the same wgmma work, no local memory
+    c = compile_cubin(hopper.wgmma_kernel(hopper.RUNG7, "bfloat16", "bfloat16", ta, tb, True, True,
+                                          PLAIN, False, True))
+    plain = cubins["hopper"] if (ta, tb) == (False, False) else _compile(hopper.RUNG7, ta=ta, tb=tb)
+    assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
+    assert c.count("HGMMA") == plain.count("HGMMA") and c.registers == plain.registers
+    assert c.count("UTMALDG.3D") > 0 and c.count("UTMALDG.2D") == 0 and c.count("UTMASTG.3D") > 0

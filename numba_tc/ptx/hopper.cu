@@ -75,10 +75,22 @@ extern "C" __device__ int tma_load_2d_multicast(int* ret, int dst, u64 tmap, int
                  :: "r"(dst), "l"(tmap), "r"(c0), "r"(c1), "r"(bar), "h"((unsigned short)mask) : "memory");
     return 0;
 }
+// A 3-D box (c2: the batch of a batched product, whose map's third dimension is the batch).
+extern "C" __device__ int tma_load_3d(int* ret, int dst, u64 tmap, int c0, int c1, int c2, int bar) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3, %4}], [%5];"
+                 :: "r"(dst), "l"(tmap), "r"(c0), "r"(c1), "r"(c2), "r"(bar) : "memory");
+    return 0;
+}
 // Shared -> global box store (bulk_group completion); elements outside the tensor are not written.
 extern "C" __device__ int tma_store_2d(int* ret, u64 tmap, int c0, int c1, int src) {
     asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];"
                  :: "l"(tmap), "r"(c0), "r"(c1), "r"(src) : "memory");
+    return 0;
+}
+extern "C" __device__ int tma_store_3d(int* ret, u64 tmap, int c0, int c1, int c2, int src) {
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];"
+                 :: "l"(tmap), "r"(c0), "r"(c1), "r"(c2), "r"(src) : "memory");
     return 0;
 }
 extern "C" __device__ int tma_store_commit(int* ret) {
@@ -106,6 +118,13 @@ extern "C" __device__ int tma_store_wait_all(int* ret) {
 }
 extern "C" __device__ int tma_prefetch_map(int* ret, u64 tmap) {
     asm volatile("prefetch.tensormap [%0];" :: "l"(tmap) : "memory");
+    return 0;
+}
+// cp.async.bulk.prefetch.L2 (PTX ISA, data movement: cp.async.bulk.prefetch; sm_90): bring
+// `bytes` (a multiple of 16, from a 16-byte aligned address) of global memory into L2 without
+// waiting: the epilogue's operands, fetched while the tile's mainloop runs, so its loads hit L2.
+extern "C" __device__ int prefetch_l2(int* ret, u64 addr, int bytes) {
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(addr), "r"(bytes) : "memory");
     return 0;
 }
 // Order this thread's generic-proxy shared-memory writes before later async-proxy (TMA) reads.
