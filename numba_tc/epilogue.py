@@ -36,15 +36,13 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Optional, Tuple
 
-import numpy as np
-from numba import float32, float64, int32, int64, types
+from numba import float32, float64, int64, types
 from numba.cuda import libdevice
 
 from .intrinsics import SIMULATOR, device_array, f32_bits, f32_ptr, f64_bits
 from .jit import device
-from .layout import ITEMSIZE
 
-__all__ = ["Epilogue", "UserFunction", "PLAIN", "ACTIVATIONS", "make", "make_prefetch", "code_digest", "float_bits",
+__all__ = ["Epilogue", "UserFunction", "PLAIN", "ACTIVATIONS", "make", "code_digest", "float_bits",
            "USER_ARRAY_DTYPES"]
 
 # activation name -> what it computes (fp32), as the reference in tests and docs spells it
@@ -323,51 +321,6 @@ def make(spec: Epilogue):
     src = "\n".join(lines) + "\n"
     exec(compile(src, f"<epilogue {spec!r}>", "exec"), ns)
     return device(ns["apply"])
-
-
-if not SIMULATOR:
-    from .primitives import prefetch_l2
-
-    @device
-    def _prefetch_bytes(addr, n):
-        a0 = addr & ~15                         # (16-byte granules: within the array's pages)
-        prefetch_l2(a0, int32(((addr + n + 15) & ~15) - a0))
-
-    @device
-    def _prefetch_region(base, sr, sc, item, r0, nr, c0, nc):
-        """Rows [r0, r0 + nr) x columns [c0, c0 + nc) of a matrix (byte strides sr, sc), a
-        contiguous run at a time."""
-        if sc == item:
-            for i in range(nr):
-                _prefetch_bytes(base + (r0 + i) * sr + c0 * item, nc * item)
-        elif sr == item:
-            for j in range(nc):
-                _prefetch_bytes(base + (c0 + j) * sc + r0 * item, nr * item)
-
-
-@lru_cache(maxsize=None)
-def make_prefetch(spec: Epilogue):
-    """``prefetch(row0, nrows, col0, ncols, ep)``: ask L2 (``cp.async.bulk.prefetch``) for what
-    ``spec``'s epilogue reads of a tile of C: ``c``, and each 2-D array of the user's arguments
-    that has C's shape (presumed read at [row, col]). The Hopper producer issues it when a tile
-    starts, so the epilogue's loads, a mainloop later, hit L2 rather than wait for HBM."""
-    at = {name: f"ep[{i}]" for i, name in enumerate(spec.slots())}
-    lines = ["def prefetch(row0, nrows, col0, ncols, ep):", "    pass"]
-    if not SIMULATOR and spec.c is not None:
-        item = ITEMSIZE[spec.c[0]]
-        ld = f"{at['ldc']} * {item}"
-        sr, sc = (str(item), ld) if spec.c[1] else (ld, str(item))
-        lines.append(f"    _prefetch_region({at['c']}, {sr}, {sc}, {item}, row0, nrows, col0, ncols)")
-    for i, kind in enumerate(spec.user.args if spec.user and not SIMULATOR else ()):
-        if kind[0] != "array" or kind[2] != 2:
-            continue
-        s0, s1, t0, t1 = (at[f"u{i}_{x}"] for x in ("shape0", "shape1", "stride0", "stride1"))
-        (m, n), (sr, sc) = ((at["N"], at["M"]), (t1, t0)) if spec.swap else ((at["M"], at["N"]), (t0, t1))
-        lines += [f"    if {s0} == {m} and {s1} == {n}:",
-                  f"        _prefetch_region({at[f'u{i}']}, {sr}, {sc}, {np.dtype(kind[1]).itemsize}, row0, nrows, col0, ncols)"]
-    ns = {} if SIMULATOR else {"_prefetch_region": _prefetch_region}
-    exec(compile("\n".join(lines) + "\n", f"<epilogue prefetch {spec!r}>", "exec"), ns)
-    return device(ns["prefetch"])
 
 
 def is_device_function(fn) -> bool:

@@ -54,7 +54,6 @@ from . import fixup, layout, repack, workspace
 from .config import Variant, WgmmaConfig
 from .epilogue import PLAIN
 from .epilogue import make as make_epilogue
-from .epilogue import make_prefetch
 from .fragments import OUT_CONVERT, apply_fragments, store_out
 from .intrinsics import ptr
 from .jit import device, kernel, kernel_factory, unrolled
@@ -261,23 +260,20 @@ def make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES):
 
 
 @lru_cache(maxsize=None)
-def make_producer(walk_unit, produce, prefetch, S, STAGE, BK, BM, BN, BATCH=False):
-    """Producer (one thread): ``producer(tma_a, tma_b, sbase, bars, w, M, N, bmask, ep)``: for
-    each unit of walk ``w`` (``walk_unit``: the scheduler's ``unit``), first ask L2 for what the
-    epilogue will read of the tile (``prefetch``: ``epilogue.make_prefetch``; its rows count
-    across a batched product's matrices), then for each K slice wait until the cluster has
-    released a stage and TMA the slice into it (``produce``: ``make_load_stage``; a batched
-    operand's matrix is the unit's depth, a broadcast one's (not in ``bmask``) 0)."""
+def make_producer(walk_unit, produce, S, STAGE, BK):
+    """Producer (one thread): ``producer(tma_a, tma_b, sbase, bars, w, bmask)``: for each unit of
+    walk ``w`` (``walk_unit``: the scheduler's ``unit``) and each of its K slices, wait until the
+    cluster has released a stage, then TMA the slice into it (``produce``: ``make_load_stage``; a
+    batched operand's matrix is the unit's depth, a broadcast one's (not in ``bmask``) 0)."""
     advance = _advancer(S)
 
     @device
-    def producer(tma_a, tma_b, sbase, bars, w, M, N, bmask, ep):
+    def producer(tma_a, tma_b, sbase, bars, w, bmask):
         s = 0
         ph = 0
         rank = w[6]
         for u in range(w[0], w[2], w[1]):
             bm0, bn0, z, k0, kn = walk_unit(w, u)
-            prefetch(bm0 + (z * M if BATCH else 0), min(BM, M - bm0), bn0, min(BN, N - bn0), ep)
             for t in range(kn):
                 mbar_wait(bars + 8 * (S + s), ph ^ 1)
                 produce(tma_a, tma_b, sbase + s * STAGE, bars + 8 * s, bm0, bn0, (k0 + t) * BK, rank,
@@ -489,8 +485,7 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
     init_ring = make_init_ring(S, CONS * 4 * CL, CL)     # empty: lane 0 of every consumer warp of the cluster
     consume = make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES)
     walk, walk_unit = make_scheduler(BM, BN, cfg.group_m, CL, split, batch)
-    producer = make_producer(walk_unit, make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, STAGE, CL, batch),
-                             make_prefetch(epi), S, STAGE, BK, BM, BN, batch)
+    producer = make_producer(walk_unit, make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, STAGE, CL, batch), S, STAGE, BK)
     store, drain = make_epilogue_part(MI, BN, out_dtype, vc, cfg.tma_store and tma_c, cfg.epi_boxes, epi, batch)
     consumer = make_consumer(walk_unit, make_mainloop(consume, S, STAGE, CL), store, drain, NACC, WG_M,
                              layout.ITEMSIZE[out_dtype])
@@ -519,7 +514,7 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
             if REG_P > 0:
                 setmaxnreg_dec(REG_P)
             if tid == CONS * 128:
-                producer(TMA_A, TMA_B, sbase, bars, w, M, N, bmask, ep)
+                producer(TMA_A, TMA_B, sbase, bars, w, bmask)
         else:                                             # ... warpgroups 0..CONS-1 consume
             if REG_C > 0:
                 setmaxnreg_inc(REG_C)

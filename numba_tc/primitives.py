@@ -76,7 +76,6 @@ HOPPER_SIGNATURES = {
     "tma_store_2d": _I32(_I64, _I32, _I32, _I32),
     "tma_load_3d": _I32(_I32, _I64, _I32, _I32, _I32, _I32),
     "tma_store_3d": _I32(_I64, _I32, _I32, _I32, _I32),
-    "prefetch_l2": _I32(_I64, _I32),
     "tma_store_commit": _I32(),
     "tma_store_wait_read": _I32(_I32),
     "tma_prefetch_map": _I32(_I64),

@@ -120,13 +120,6 @@ extern "C" __device__ int tma_prefetch_map(int* ret, u64 tmap) {
     asm volatile("prefetch.tensormap [%0];" :: "l"(tmap) : "memory");
     return 0;
 }
-// cp.async.bulk.prefetch.L2 (PTX ISA, data movement: cp.async.bulk.prefetch; sm_90): bring
-// `bytes` (a multiple of 16, from a 16-byte aligned address) of global memory into L2 without
-// waiting: the epilogue's operands, fetched while the tile's mainloop runs, so its loads hit L2.
-extern "C" __device__ int prefetch_l2(int* ret, u64 addr, int bytes) {
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(addr), "r"(bytes) : "memory");
-    return 0;
-}
 // Order this thread's generic-proxy shared-memory writes before later async-proxy (TMA) reads.
 extern "C" __device__ int fence_proxy_async(int* ret) {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");

@@ -1,0 +1,66 @@
+"""Tiles and output-box rings for batched products, each timed against ``torch.bmm`` in the same
+rounds (bf16, torch tensors through ``gemm``): what the batched kernel's choice is calibrated on.
+
+    python benchmarks/tune_batched.py --json benchmarks/results/tune_batched_h100.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+SHAPES = ["512x1024x1024x128", "64x2048x2048x128", "512x1024x128x1024", "8x2048x4096x4096"]
+
+
+def candidates():
+    from numba_tc import hopper
+    out = []
+    for cfg in hopper.RUNG7_CONFIGS:
+        if cfg.cluster == 1:
+            out += [cfg, cfg.replace(epi_boxes=2 * cfg.epi_boxes)]
+    return out
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--shapes", nargs="+", default=SHAPES)
+    p.add_argument("--budget", type=float, default=0.2)
+    p.add_argument("--json")
+    args = p.parse_args(argv)
+    import torch
+    import numba_tc
+    from numba_tc import bench
+    rows = []
+    for s in args.shapes:
+        nb, m, n, k = (int(x) for x in s.split("x"))
+        a = torch.randn(nb, m, k, device="cuda", dtype=torch.bfloat16)
+        b = (torch.randn(nb, n, k, device="cuda", dtype=torch.bfloat16).transpose(1, 2) if n > k else
+             torch.randn(nb, k, n, device="cuda", dtype=torch.bfloat16))
+        out, ref_out = (torch.empty(nb, m, n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        ref = torch.bmm(a.double(), b.double())
+        chosen = numba_tc.explain(a, b, out=out)
+        for cfg in candidates():
+            v = numba_tc.variant_from(cfg, f"tb_{cfg.bm}x{cfg.bn}e{cfg.epi_boxes}", splits=1)
+            path = numba_tc.explain(a, b, v, out=out)
+            numba_tc.gemm(a, b, v, out=out)
+            err = float(torch.linalg.norm(out.double() - ref) / torch.linalg.norm(ref))
+            ms, rms = bench.time_interleaved([lambda: numba_tc.gemm(a, b, v, out=out),
+                                              lambda: torch.bmm(a, b, out=ref_out)], budget_s=args.budget)
+            r = {"batch": nb, "m": m, "n": n, "k": k, "tile": f"{cfg.bm}x{cfg.bn}", "epi_boxes": cfg.epi_boxes,
+                 "stages": cfg.stages, "path": path, "chosen": chosen, "ms": ms, "bmm_ms": rms, "ratio": rms / ms,
+                 "rel_err": err, "commit": bench.commit_id()}
+            rows.append(r)
+            print(f"{s} {r['tile']} boxes {cfg.epi_boxes} stages {cfg.stages}: ratio {r['ratio']:.3f} "
+                  f"err {err:.1e} ({path}; auto: {chosen})", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
