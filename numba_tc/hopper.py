@@ -731,6 +731,12 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
     return plan
 
 
+# A batched product of one or two K slices per tile (attention's Q K^T) is bound by storing C:
+# there 128x128 tiles with every output box of a consumer in flight at once (4, not 2) measured
+# fastest (benchmarks/results/tune_batched_h100.json); other batched shapes follow the cost model.
+SHORT_K_TILE = (128, 128)
+
+
 def _batched_steps(cfgs, a, b, c, dev, epi, batch, resident):
     """The launch of a batched product (``batch``: the count and each operand's matrix stride,
     0 for one broadcast to every batch) in one persistent grid, every operand's tensor map 3-D;
@@ -743,7 +749,11 @@ def _batched_steps(cfgs, a, b, c, dev, epi, batch, resident):
     if not pool or any(tma_requirements(x.ptr, x.ld, x.itemsize) or (z * x.itemsize) % 16 for x, z in strides):
         return None
     m, n, kk = c.rows, c.cols, a.cols
-    cfg, _ = pick_config(pool, m * batch.count, n, kk, False, driver.sm_count(dev), False, c.itemsize)
+    small = [cfg for cfg in pool if (cfg.bm, cfg.bn) == SHORT_K_TILE]
+    if cdiv(kk, pool[0].bk) <= 2 and small:
+        cfg = small[0].replace(epi_boxes=2 * small[0].epi_boxes)
+    else:
+        cfg, _ = pick_config(pool, m * batch.count, n, kk, False, driver.sm_count(dev), False, c.itemsize)
     ec = output_map(cfg, c)
     if ec is None:
         return None
