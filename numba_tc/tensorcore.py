@@ -1,7 +1,7 @@
 """The tensor-core ladder: mma.sync GEMM from Numba, composing the primitives of ``ptx/mma.cu``.
 
 Five rungs. Rung 1 is its own small kernel; rungs 2-5 are one tiled kernel (``tiled_kernel``:
-loads ``_copy_slice``, a mainloop per rung family, the epilogue ``store_fragments``) built from
+loads ``_copy_slice``, a mainloop per rung family, the epilogue ``fragments.make_store_out``) built from
 an ``MmaConfig``; each rung is one line, ``RUNG2``..``RUNG5`` below (rungs 2-4 switch on one knob
 each; rung 5 is the tuned configuration). The same kernels serve every precision: fp16 and bf16 inputs run
 ``mma.m16n8k16``, fp32 inputs run ``mma.m16n8k8.tf32``; only the instruction, the element size and
@@ -31,7 +31,7 @@ from . import layout
 from .config import MmaConfig, Variant
 from .epilogue import PLAIN
 from .epilogue import make as make_epilogue
-from .fragments import OUT_CONVERT, store_out
+from .fragments import OUT_CONVERT, make_store_out
 from .intrinsics import ptr
 from .jit import device, kernel, kernel_factory, unrolled
 from .layout import a_fragment, b_fragment, chunk_offset
@@ -72,7 +72,7 @@ def naive_kernel(dtype: str, out_dtype: str, ta: bool, tb: bool, epi=PLAIN):
     MMA = _MMA[dtype]
     LDG = ldg_u32 if ITEM == 4 else ldg_u16
     OUT_K, OUT_ITEM = OUT_CONVERT[out_dtype], layout.ITEMSIZE[out_dtype]
-    EPI = make_epilogue(epi)
+    store_out = make_store_out(2, 2, 16, OUT_ITEM, OUT_K, False, 2, make_epilogue(epi))
 
     def mma_naive(A, B, C, M, N, K, lda, ldb, ldc, ep):
         fa = cuda.local.array(4, uint32)
@@ -106,7 +106,7 @@ def naive_kernel(dtype: str, out_dtype: str, ta: bool, tb: bool, epi=PLAIN):
                 round_tf32(pb, 0, 4)
             MMA(pacc, 0, pa, 0, pb, 0)
             MMA(pacc, 4, pa, 0, pb, 2)
-        store_out(1, C, ldc, M, N, acc, m0, n0, lane, 2, 16, OUT_ITEM, OUT_K, False, 2, EPI, ep)
+        store_out(C, ldc, M, N, acc, m0, n0, lane, ep)
 
     return kernel(mma_naive, ("i64",) * 9, launch_bounds=(128, 1), values=len(epi.slots()))
 
@@ -410,7 +410,7 @@ def tiled_kernel(cfg: MmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool,
     """The kernel of rungs 2-5 for one configuration, precision, layout and alignment: the
     scheduler (``tile_origin``), the load (``_copy_slice``), the mainloop (one per rung family:
     ``_mainloop_staged``, ``_mainloop_pipelined``, ``_mainloop_prefetch``) and the epilogue
-    (``store_fragments``).
+    (``fragments.make_store_out``).
 
     va/vb: the operand's rows are 16-byte aligned (chunk copies are legal); vc: C's adjacent
     column pairs are aligned for one paired store."""
@@ -435,9 +435,10 @@ def tiled_kernel(cfg: MmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool,
     PF = cfg.frag_prefetch and ITEM == 2
     PROLOGUE = S if PF else S - 1                # K slices in flight before the main loop
     NACC, NFA, NFB = MI * NI * 4, MI * 4 * (1 + PF), NI * 2 * (1 + PF)   # two fragment sets with PF
-    OUT_G = math.gcd(MI * NI, 2)                 # fragments per epilogue group (fragments.store_out)
+    OUT_G = math.gcd(MI * NI, 2)                 # fragments per epilogue group (fragments.make_store_out)
     QA = KSTEPS if A_KM else MI                  # per-lane ldmatrix offsets (see _frag_base)
     QB = KSTEPS if B_KM else NI // 2
+    store_out = make_store_out(MI * NI, NI, 16, OUT_ITEM, OUT_K, vc, OUT_G, EPI)
 
     def mma_tiled(A, B, C, M, N, K, lda, ldb, ldc, ep):
         smem = cuda.shared.array(0, uint32)       # dynamic: S stages of (A tile, B tile)
@@ -484,8 +485,7 @@ def tiled_kernel(cfg: MmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool,
                              ITEM, EPC, va, vb, NT, MMA)
         if ASYNC:
             cp_async_wait(0)                      # (only empty groups remain: nothing in flight)
-        store_out(MI * NI // OUT_G, C, ldc, M, N, acc, bm0 + wm0, bn0 + wn0, lane, NI, 16, OUT_ITEM, OUT_K, vc,
-                  OUT_G, EPI, ep)
+        store_out(C, ldc, M, N, acc, bm0 + wm0, bn0 + wn0, lane, ep)
 
     return kernel(mma_tiled, ("i64",) * 9, launch_bounds=(NT, cfg.min_blocks), values=len(epi.slots()))
 
