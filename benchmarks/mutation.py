@@ -87,8 +87,8 @@ MUTANTS = [
         "        for t in range(t_full // STAGES * STAGES, ntiles - 1):")],
       ["tests/test_simulator.py"], extra=["-k", "warptile"]),
     M("store C transposed", "sim", "numba_tc/simt.py",
-      [("                            pC[m * ldc + n + q] = EPI(acc[a0 + q], m, n + q, ep)",
-        "                            pC[(n + q) * ldc + m] = EPI(acc[a0 + q], m, n + q, ep)")],
+      [("                                pC[m * ldc + n + q] = EPI(acc[a0 + q], m, n + q, ep)",
+        "                                pC[(n + q) * ldc + m] = EPI(acc[a0 + q], m, n + q, ep)")],
       ["tests/test_simulator.py"], extra=["-k", "warptile"]),
     M("leading dimension from the shape, not the stride (untiled rungs)", "sim", "numba_tc/simt.py",
       [("        m, n, k, lda, ldb, ldc = c.rows, c.cols, a.cols, a.ld, b.ld, c.ld\n        return [Step(factory",
@@ -132,8 +132,8 @@ MUTANTS = [
     # HGMMAs with or without wgmma.fence (SASS read in session 12): an equivalent mutant, which no
     # test can catch because the machine code does not change.)
     M("mma.sync: drop the last K slice (staged mainloop)", "gpu", "numba_tc/tensorcore.py",
-      [('    """Rungs 2-3\'s mainloop, one stage: copy, barrier, compute, barrier."""\n    for t in range(ntiles):',
-        '    """Rungs 2-3\'s mainloop, one stage: copy, barrier, compute, barrier."""\n    for t in range(ntiles - 1):')],
+      [("        for t in range(ntiles):\n            copy_slice(s0, t * BK",
+        "        for t in range(ntiles - 1):\n            copy_slice(s0, t * BK")],
       ["tests/test_gpu_tensorcore.py"], extra=["-k", "mma_sweep and mma_smem and NN and bfloat16"]),
     M("tf32 inputs not rounded (hardware truncation)", "gpu", "numba_tc/ptx/mma.cu",
       [('asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(f[off + i]) : "f"(__uint_as_float(f[off + i])));', ';')],

@@ -5,11 +5,13 @@ imports the other.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 from .jit import device, unrolled
 from .layout import c_fragment
 from .primitives import stg_out1, stg_out2
 
-__all__ = ["OUT_CONVERT", "store_fragment", "store_fragments", "apply_fragments", "store_out"]
+__all__ = ["OUT_CONVERT", "store_fragment", "store_fragments", "apply_fragments", "make_store_out"]
 
 # Output element conversion in the epilogue (ptx/mma.cu: to_bits)
 OUT_CONVERT = {"float32": 0, "float16": 1, "bfloat16": 2}
@@ -73,12 +75,18 @@ def _store_one(t, C, ldc, M, N, acc, t0, m0, n0, lane, NI, MSTEP, OUT_ITEM, OUT_
 store_fragments = unrolled(_store_one, 64)
 
 
-@device
-def _out_group(g, C, ldc, M, N, acc, m0, n0, lane, NI, MSTEP, OUT_ITEM, OUT_K, vc, G, EPI, ep):
-    """Fragments gG..gG+G-1: the epilogue, then the stores."""
-    apply_fragments(G, acc, g * G, m0, n0, lane, NI, MSTEP, EPI, ep)
-    store_fragments(G, C, ldc, M, N, acc, g * G, m0, n0, lane, NI, MSTEP, OUT_ITEM, OUT_K, vc)
+@lru_cache(maxsize=None)
+def make_store_out(NF, NI, MSTEP, OUT_ITEM, OUT_K, vc, G, EPI):
+    """``store_out(C, ldc, M, N, acc, m0, n0, lane, ep)``: a warp's NF accumulator fragments
+    (row block // NI, MSTEP rows apart; n8 column block % NI) through the epilogue function EPI
+    to C, G fragments at a time (G divides NF): the epilogue on a group, then its stores."""
+    @device
+    def out_group(g, C, ldc, M, N, acc, m0, n0, lane, ep):
+        apply_fragments(G, acc, g * G, m0, n0, lane, NI, MSTEP, EPI, ep)
+        store_fragments(G, C, ldc, M, N, acc, g * G, m0, n0, lane, NI, MSTEP, OUT_ITEM, OUT_K, vc)
+    groups = unrolled(out_group, 32)
 
-
-# A warp's accumulators through the epilogue to C, G fragments at a time (G divides their count).
-store_out = unrolled(_out_group, 32)
+    @device
+    def store_out(C, ldc, M, N, acc, m0, n0, lane, ep):
+        groups(NF // G, C, ldc, M, N, acc, m0, n0, lane, ep)
+    return store_out

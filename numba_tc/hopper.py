@@ -54,7 +54,7 @@ from . import fixup, layout, repack, workspace
 from .config import Variant, WgmmaConfig
 from .epilogue import PLAIN
 from .epilogue import make as make_epilogue
-from .fragments import OUT_CONVERT, apply_fragments, store_out
+from .fragments import OUT_CONVERT, apply_fragments, make_store_out
 from .intrinsics import ptr
 from .jit import device, kernel, kernel_factory, unrolled
 from .layout import c_fragment, chunk_offset, wgmma_desc, wgmma_operand_offset
@@ -393,9 +393,11 @@ def make_epilogue_part(MI, BN, out_dtype, vc, TMA_C, EB, epi, BATCH=False):
                 tma_store_wait_all()
         return store, drain
 
+    store_out = make_store_out(MI * NI, NI, 64, OUT_ITEM, OUT_K, vc, 8, EPI)
+
     @device
     def store(acc, C, tmc, ebase, nbox, row0, bn0, ldc, M, N, wg, tw, lane, ep, z):
-        store_out(MI * NI // 8, C, ldc, M, N, acc, row0, bn0, lane, NI, 64, OUT_ITEM, OUT_K, vc, 8, EPI, ep)
+        store_out(C, ldc, M, N, acc, row0, bn0, lane, ep)
         return nbox
 
     @device

@@ -1,10 +1,12 @@
 """The SIMT ladder: FP32 GEMM on CUDA cores, written in Numba ``@cuda.jit``.
 
 Seven rungs after siboehm's "How to optimize a CUDA matmul kernel". Rungs 1-2 are their own small
-kernels; rungs 3-7 are one tiled kernel (``tiled_kernel``: a scheduler ``_block_tile``, loads
-``_load_tiles``, a mainloop step ``k_tile``, an epilogue ``_store_c``) built from a ``SimtConfig``;
-each rung is one line, ``RUNG3``..``RUNG7`` below (rung 7's tuned configuration changes many
-fields at once; its note says which matter).
+kernels; rungs 3-7 are one tiled kernel (``tiled_kernel``, composed of parts, each a cached
+factory of compile-time facts returning a device function of run-time values only: the scheduler
+``make_scheduler``, the load ``make_load``, the mainloop ``make_mainloop`` over ``make_mac_tile``,
+the epilogue ``make_store_c``) built from a ``SimtConfig``; each rung is one line, ``RUNG3``..
+``RUNG7`` below (rung 7's tuned configuration changes many fields at once; its note says which
+matter).
 
 Conventions, shared by every rung:
 
@@ -19,6 +21,7 @@ Conventions, shared by every rung:
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from itertools import product
 
 from numba import cuda, float32
@@ -181,28 +184,6 @@ def _store_tile(dst, off, regs, R, C, trans, W, tid, NT, rs, cs):
 
 
 @device
-def _mac_step(kk, acc, rm, rn, sA, a_off, sB, b_off, m0, n0, A_MS, A_KS, B_KS,
-              WMITER, WSUBM, TM, WNITER, WSUBN, TN):
-    """acc += A_tile[m-fragment, kk] x B_tile[kk, n-fragment], from shared memory.
-
-    The thread's WMITER*TM values of A and WNITER*TN of B go to registers, then their outer
-    product is accumulated: TM*TN*WMITER*WNITER FMAs for TM*WMITER + TN*WNITER loads."""
-    NJ = WNITER * TN
-    for i in range(WMITER):
-        for t in range(TM):
-            rm[i * TM + t] = sA[a_off + (m0 + i * WSUBM + t) * A_MS + kk * A_KS]
-    for j in range(WNITER):
-        for t in range(TN):
-            rn[j * TN + t] = sB[b_off + kk * B_KS + n0 + j * WSUBN + t]
-    if SIMULATOR:              # interpreted: two device calls per step would triple its time
-        for i in range(WMITER * TM):
-            for j in range(NJ):
-                acc[i * NJ + j] = cuda.fma(rm[i], rn[j], acc[i * NJ + j])
-    else:
-        _fma_rows(WMITER * TM, acc, rm, rn, NJ)
-
-
-@device
 def _fma_row(r, acc, rm, rn, NJ):
     for j in range(NJ):
         acc[r * NJ + j] = cuda.fma(rm[r], rn[j], acc[r * NJ + j])
@@ -218,67 +199,6 @@ def _zero_row(r, acc, NJ):
 # FMAs, and one dynamic index sends the whole accumulator array to local memory.
 _fma_rows = unrolled(_fma_row, 32)
 _zero_rows = unrolled(_zero_row, 32)
-# One k-tile: _mac_step for kk = 0..BK-1, written out (see jit.unrolled for why).
-_mac_tile = unrolled(_mac_step, 32)
-
-
-@device
-def _store_row(r, pC, ldc, M, N, acc, mb, nb, WMITER, WSUBM, TM, WNITER, WSUBN, TN, vec_ok, add, EPI, ep):
-    """Accumulator row r (sub-tile r // TM, row r % TM) to C, inside M x N only, through the
-    epilogue; ``add``: into C atomically (a K slice of a split tile, ``schedule.tail_split``;
-    only with the plain epilogue, which the planner ensures: an epilogue applies once, to the
-    sum)."""
-    NJ = WNITER * TN
-    i = r // TM
-    t = r - i * TM
-    m = mb + i * WSUBM + t
-    if m < M:
-        for j in range(WNITER):
-            n = nb + j * WSUBN
-            a0 = r * NJ + j * TN
-            if TN % 4 == 0 and vec_ok and not add and n + TN <= N:
-                for q in range(TN // 4):
-                    a4 = a0 + 4 * q
-                    store_f32x4(pC, m * ldc + n + 4 * q, EPI(acc[a4], m, n + 4 * q, ep),
-                                EPI(acc[a4 + 1], m, n + 4 * q + 1, ep), EPI(acc[a4 + 2], m, n + 4 * q + 2, ep),
-                                EPI(acc[a4 + 3], m, n + 4 * q + 3, ep))
-            else:
-                for q in range(TN):
-                    if n + q < N:
-                        if add:
-                            red_add_f32(pC, m * ldc + n + q, acc[a0 + q])
-                        else:
-                            pC[m * ldc + n + q] = EPI(acc[a0 + q], m, n + q, ep)
-
-
-# The thread's accumulators to C, row by row, skipping rows/columns past M/N (STG.128 when aligned
-# and the configuration asks for it).
-_store_c = unrolled(_store_row, 32)
-
-
-@device
-def _block_tile(GN, WHOLE, PARTS, PER, K, BM, BN, BK, SPLIT):
-    """Scheduler: (bm0, bn0, kt0, kt1, split), the block's tile of C and its K tiles kt0..kt1.
-    With ``SPLIT`` a 1-D grid walks the tiles row by row (GN across); blocks past WHOLE each take
-    PER K tiles of one of the last tiles, PARTS blocks per tile (``schedule.tail_split``), and
-    add into C. Otherwise block (x, y) takes tile column x, row y, and all of K."""
-    kt0 = 0
-    kt1 = (K + BK - 1) // BK
-    split = False
-    if SPLIT:
-        tile = cuda.blockIdx.x
-        if tile >= WHOLE:
-            split = True
-            q = tile - WHOLE
-            tile = WHOLE + q // PARTS
-            kt0 = (q % PARTS) * PER
-            kt1 = min(kt0 + PER, kt1)
-        bm0 = (tile // GN) * BM
-        bn0 = (tile % GN) * BN
-    else:             # (block indices cost no registers: ptxas re-reads them where needed)
-        bm0 = cuda.blockIdx.y * BM
-        bn0 = cuda.blockIdx.x * BN
-    return bm0, bn0, kt0, kt1, split
 
 
 @device
@@ -290,29 +210,209 @@ def _thread_origin(tid, TPW, WTN, WM, WN, TCOLS, TM, TN):
     return (g // WTN) * WM + (lane // TCOLS) * TM, (g % WTN) * WN + (lane % TCOLS) * TN
 
 
-@device
-def _load_tiles(ra, rb, pA, pB, lda, ldb, bm0, bn0, k0, M, N, K, a0, b0, FULL, tid, BM, BN, BK, ta, tb,
-                W, va, vb, NT):
-    """Load: K tile k0..k0+BK of A's rows and B's columns into registers. FULL (a literal): the
-    tiles lie inside A and B, read unchecked from the first chunks a0 / b0 of tile 0."""
-    if FULL:
-        _load_tile_full(ra, pA, a0 + k0 * (lda if ta else 1), lda, BM, BK, ta, W, va, NT)
-        _load_tile_full(rb, pB, b0 + k0 * (1 if tb else ldb), ldb, BK, BN, tb, W, vb, NT)
-    else:
-        _load_tile(ra, pA, lda, bm0, k0, M, K, BM, BK, ta, W, va, tid, NT)
-        _load_tile(rb, pB, ldb, k0, bn0, K, N, BK, BN, tb, W, vb, tid, NT)
+# ---------------------------------------------------------------------------------------------
+# The tiled kernel's parts, as in ``hopper.py``: each a factory, cached per configuration, that
+# closes over its compile-time constants (upper case) and returns device functions of run-time
+# values only; the larger parts take the smaller ones they call as arguments, so any one can be
+# swapped. ``tiled_kernel`` composes them. The operands travel as one tuple, ``src`` = (pA, pB,
+# lda, ldb, M, N, K).
+# ---------------------------------------------------------------------------------------------
+@lru_cache(maxsize=None)
+def make_scheduler(BM, BN, BK, SPLIT):
+    """Scheduler: ``block_tile(GN, WHOLE, PARTS, PER, K)`` -> (bm0, bn0, kt0, kt1, split), the
+    block's tile of C and its K tiles kt0..kt1. With SPLIT a 1-D grid walks the tiles row by row
+    (GN across); blocks past WHOLE each take PER K tiles of one of the last tiles, PARTS blocks
+    per tile (``schedule.tail_split``), and add into C. Otherwise block (x, y) takes tile column
+    x, row y, and all of K."""
+    @device
+    def block_tile(GN, WHOLE, PARTS, PER, K):
+        kt0 = 0
+        kt1 = (K + BK - 1) // BK
+        split = False
+        if SPLIT:
+            tile = cuda.blockIdx.x
+            if tile >= WHOLE:
+                split = True
+                q = tile - WHOLE
+                tile = WHOLE + q // PARTS
+                kt0 = (q % PARTS) * PER
+                kt1 = min(kt0 + PER, kt1)
+            bm0 = (tile // GN) * BM
+            bn0 = (tile % GN) * BN
+        else:             # (block indices cost no registers: ptxas re-reads them where needed)
+            bm0 = cuda.blockIdx.y * BM
+            bn0 = cuda.blockIdx.x * BN
+        return bm0, bn0, kt0, kt1, split
+    return block_tile
 
 
-@device
-def _store_tiles(psA, psB, ra, rb, buf, tid, A_T, B_T, A_MS, A_KS, BM, BN, BK, ta, tb, W, NT):
-    """The registers of ``_load_tiles`` into shared buffer ``buf`` (A k-major with a_kmajor)."""
-    _store_tile(psA, buf * A_T, ra, BM, BK, ta, W, tid, NT, A_MS, A_KS)
-    _store_tile(psB, buf * B_T, rb, BK, BN, tb, W, tid, NT, BN, 1)
+@lru_cache(maxsize=None)
+def make_load(BM, BN, BK, TA, TB, W, VA, VB, NT, A_MS, A_KS, A_T, B_T):
+    """Load: ``(origin, load, stage)``. ``origin(lda, ldb, bm0, bn0, tid)``: (a0, b0), the
+    element indices of this thread's first chunks of the block's A and B tiles at K tile 0
+    (``_chunk0``). ``load(ra, rb, src, bm0, bn0, a0, b0, k0, FULL, tid)``: K tile k0..k0+BK of
+    A's rows and B's columns into registers; FULL (a literal): the tiles lie inside A and B,
+    read unchecked from a0 / b0. ``stage(psA, psB, ra, rb, buf, tid)``: those registers into
+    shared buffer ``buf`` (As element (m, k) at buf*A_T + m*A_MS + k*A_KS, Bs [k][n] from
+    buf*B_T). TA/TB: A/B column-major; VA/VB: their rows are 16-byte aligned."""
+    @device
+    def origin(lda, ldb, bm0, bn0, tid):
+        return _chunk0(bm0, 0, lda, BM, BK, TA, W, tid, NT), _chunk0(0, bn0, ldb, BK, BN, TB, W, tid, NT)
+
+    @device
+    def load(ra, rb, src, bm0, bn0, a0, b0, k0, FULL, tid):
+        pA, pB, lda, ldb, M, N, K = src
+        if FULL:
+            _load_tile_full(ra, pA, a0 + k0 * (lda if TA else 1), lda, BM, BK, TA, W, VA, NT)
+            _load_tile_full(rb, pB, b0 + k0 * (1 if TB else ldb), ldb, BK, BN, TB, W, VB, NT)
+        else:
+            _load_tile(ra, pA, lda, bm0, k0, M, K, BM, BK, TA, W, VA, tid, NT)
+            _load_tile(rb, pB, ldb, k0, bn0, K, N, BK, BN, TB, W, VB, tid, NT)
+
+    @device
+    def stage(psA, psB, ra, rb, buf, tid):
+        _store_tile(psA, buf * A_T, ra, BM, BK, TA, W, tid, NT, A_MS, A_KS)
+        _store_tile(psB, buf * B_T, rb, BK, BN, TB, W, tid, NT, BN, 1)
+    return origin, load, stage
+
+
+@lru_cache(maxsize=None)
+def make_mac_tile(BK, A_MS, A_KS, B_KS, WMITER, WSUBM, TM, WNITER, WSUBN, TN):
+    """``mac_tile(acc, rm, rn, sA, a_off, sB, b_off, m0, n0)``: acc += the A tile at sA[a_off:]
+    (element (m, k) at m*A_MS + k*A_KS) x the B tile at sB[b_off:] (element (k, n) at
+    k*B_KS + n) on the thread's fragments (rows from m0, columns from n0), for k = 0..BK-1
+    written out (see jit.unrolled for why)."""
+    NJ = WNITER * TN
+
+    @device
+    def mac_step(kk, acc, rm, rn, sA, a_off, sB, b_off, m0, n0):
+        """The thread's WMITER*TM values of A and WNITER*TN of B at k = kk go to registers, then
+        their outer product is accumulated: TM*TN*WMITER*WNITER FMAs for TM*WMITER + TN*WNITER
+        loads."""
+        for i in range(WMITER):
+            for t in range(TM):
+                rm[i * TM + t] = sA[a_off + (m0 + i * WSUBM + t) * A_MS + kk * A_KS]
+        for j in range(WNITER):
+            for t in range(TN):
+                rn[j * TN + t] = sB[b_off + kk * B_KS + n0 + j * WSUBN + t]
+        if SIMULATOR:          # interpreted: two device calls per step would triple its time
+            for i in range(WMITER * TM):
+                for j in range(NJ):
+                    acc[i * NJ + j] = cuda.fma(rm[i], rn[j], acc[i * NJ + j])
+        else:
+            _fma_rows(WMITER * TM, acc, rm, rn, NJ)
+    mac_steps = unrolled(mac_step, 32)
+
+    @device
+    def mac_tile(acc, rm, rn, sA, a_off, sB, b_off, m0, n0):
+        mac_steps(BK, acc, rm, rn, sA, a_off, sB, b_off, m0, n0)
+    return mac_tile
+
+
+@lru_cache(maxsize=None)
+def make_mainloop(origin, load, stage, mac_tile, BM, BN, BK, STAGES, A_T, B_T, FAST):
+    """Mainloop: ``mainloop(acc, rm, rn, ra, rb, psA, psB, src, tile, m0, n0, tid)``: the K tiles
+    of ``tile`` (the scheduler's (bm0, bn0, kt0, kt1, split)) through registers ra/rb (``load``)
+    and STAGES shared buffers (``stage``) into the accumulators (``mac_tile``; the thread's
+    fragments from m0, n0). FAST: the unchecked loads can serve the block's whole tiles."""
+    @device
+    def k_tile(t, FULL, CUR, acc, rm, rn, ra, rb, psA, psB, src, blk, tid):
+        """K tile t of the block's (blk: (bm0, bn0, m0, n0, a0, b0, kb, ntiles), from K = kb on).
+        FULL (a literal): the tile loaded lies inside A and B. CUR: tile t's buffer (t % 2), a
+        literal where known, else -1."""
+        bm0, bn0, m0, n0, a0, b0, kb, ntiles = blk
+        if STAGES == 1:
+            load(ra, rb, src, bm0, bn0, a0, b0, kb + t * BK, FULL, tid)
+            stage(psA, psB, ra, rb, 0, tid)
+            cuda.syncthreads()
+            mac_tile(acc, rm, rn, psA, 0, psB, 0, m0, n0)
+            cuda.syncthreads()
+        else:
+            # Double buffer: tile t+1 travels into registers while tile t is multiplied out of
+            # shared memory, then lands in the other buffer. One barrier per tile suffices.
+            cur = CUR if CUR >= 0 else t & 1
+            more = FULL or t + 1 < ntiles
+            if more:
+                load(ra, rb, src, bm0, bn0, a0, b0, kb + (t + 1) * BK, FULL, tid)
+            mac_tile(acc, rm, rn, psA, cur * A_T, psB, cur * B_T, m0, n0)
+            if more:
+                stage(psA, psB, ra, rb, 1 - cur, tid)
+            cuda.syncthreads()
+
+    @device
+    def mainloop(acc, rm, rn, ra, rb, psA, psB, src, tile, m0, n0, tid):
+        M, N, K = src[4], src[5], src[6]
+        bm0, bn0, kt0, kt1, _ = tile
+        kb = kt0 * BK
+        ntiles = kt1 - kt0
+        a0, b0 = origin(src[2], src[3], bm0, bn0, tid)
+        blk = (bm0, bn0, m0, n0, a0, b0, kb, ntiles)
+        if STAGES > 1 and ntiles > 0:      # tile 0 into buffer 0
+            load(ra, rb, src, bm0, bn0, a0, b0, kb, False, tid)
+            stage(psA, psB, ra, rb, 0, tid)
+            cuda.syncthreads()
+        # Two copies of the loop: while the tile to load is whole (an interior block, not the
+        # last partial K tile) the loads have no checks, so the loop body is one basic block in
+        # which ptxas interleaves them with the FMAs; edge blocks and the last tiles check.
+        inner = FAST and bm0 + BM <= M and bn0 + BN <= N
+        t_full = max(min(kt1, K // BK) - kt0 - (STAGES - 1), 0) if inner else 0
+        # With two buffers the whole-tile loop takes two tiles per iteration, so that which buffer
+        # each reads and writes is a constant: shared addresses become immediates, not arithmetic.
+        for t2 in range(t_full // STAGES):
+            t = t2 * STAGES
+            k_tile(t, True, 0, acc, rm, rn, ra, rb, psA, psB, src, blk, tid)
+            if STAGES == 2:
+                k_tile(t + 1, True, 1, acc, rm, rn, ra, rb, psA, psB, src, blk, tid)
+        for t in range(t_full // STAGES * STAGES, ntiles):
+            k_tile(t, False, -1, acc, rm, rn, ra, rb, psA, psB, src, blk, tid)
+    return mainloop
+
+
+@lru_cache(maxsize=None)
+def make_store_c(WMITER, WSUBM, TM, WNITER, WSUBN, TN, VEC, EPI):
+    """Epilogue: ``store_c(pC, ldc, M, N, acc, mb, nb, add, ep)``: the thread's accumulators (its
+    sub-tiles from row mb, column nb) to C, row by row, inside M x N only, through the epilogue
+    function EPI (STG.128 with VEC, C's rows 16-byte aligned and the configuration asking for
+    it); ``add``: into C atomically (a K slice of a split tile, ``schedule.tail_split``; only
+    with the plain epilogue, which the planner ensures: an epilogue applies once, to the sum)."""
+    NJ = WNITER * TN
+
+    @device
+    def store_row(r, pC, ldc, M, N, acc, mb, nb, add, ep):
+        """Accumulator row r (sub-tile r // TM, row r % TM)."""
+        i = r // TM
+        t = r - i * TM
+        m = mb + i * WSUBM + t
+        if m < M:
+            for j in range(WNITER):
+                n = nb + j * WSUBN
+                a0 = r * NJ + j * TN
+                if TN % 4 == 0 and VEC and not add and n + TN <= N:
+                    for q in range(TN // 4):
+                        a4 = a0 + 4 * q
+                        store_f32x4(pC, m * ldc + n + 4 * q, EPI(acc[a4], m, n + 4 * q, ep),
+                                    EPI(acc[a4 + 1], m, n + 4 * q + 1, ep), EPI(acc[a4 + 2], m, n + 4 * q + 2, ep),
+                                    EPI(acc[a4 + 3], m, n + 4 * q + 3, ep))
+                else:
+                    for q in range(TN):
+                        if n + q < N:
+                            if add:
+                                red_add_f32(pC, m * ldc + n + q, acc[a0 + q])
+                            else:
+                                pC[m * ldc + n + q] = EPI(acc[a0 + q], m, n + q, ep)
+    store_rows = unrolled(store_row, 32)
+
+    @device
+    def store_c(pC, ldc, M, N, acc, mb, nb, add, ep):
+        store_rows(WMITER * TM, pC, ldc, M, N, acc, mb, nb, add, ep)
+    return store_c
 
 
 @kernel_factory
 def tiled_kernel(cfg: SimtConfig, ta: bool, tb: bool, va: bool, vb: bool, vc: bool, epi=PLAIN):
-    """The kernel of rungs 3-7 for one configuration, layout (ta, tb) and alignment (va, vb, vc).
+    """The kernel of rungs 3-7 for one configuration, layout (ta, tb) and alignment (va, vb, vc):
+    the scheduler (``make_scheduler``), the load (``make_load``), the mainloop (``make_mainloop``
+    over ``make_mac_tile``) and the epilogue (``make_store_c``).
 
     ``va``/``vb``/``vc``: the operand's rows start on 16-byte boundaries, so 16-byte accesses
     are legal (checked by the host; when false the same kernel uses scalar accesses)."""
@@ -329,43 +429,14 @@ def tiled_kernel(cfg: SimtConfig, ta: bool, tb: bool, va: bool, vb: bool, vc: bo
     VSTORE, SPLIT = cfg.vector_stores, cfg.split_tail     # (SPLIT: no atomic epilogue compiled without it)
     if SPLIT and not epi.plain:
         raise ValueError("a split tile sums partial products atomically: an epilogue needs split_tail=False")
-    EPI = make_epilogue(epi)
     # the unchecked loads step whole lines of chunks per pass of the block's threads
     FAST = NT % ((BM if ta else BK) // W) == 0 and NT % ((BK if tb else BN) // W) == 0
-
-    @device
-    def load_tiles(ra, rb, pA, pB, lda, ldb, bm0, bn0, k0, M, N, K, a0, b0, FULL, tid):
-        _load_tiles(ra, rb, pA, pB, lda, ldb, bm0, bn0, k0, M, N, K, a0, b0, FULL, tid, BM, BN, BK, ta, tb,
-                    W, va, vb, NT)
-
-    @device
-    def store_tiles(psA, psB, ra, rb, buf, tid):
-        _store_tiles(psA, psB, ra, rb, buf, tid, A_T, B_T, A_MS, A_KS, BM, BN, BK, ta, tb, W, NT)
-
-    @device
-    def k_tile(t, FULL, CUR, ntiles, acc, rm, rn, ra, rb, psA, psB, pA, pB, lda, ldb, bm0, bn0, m0, n0,
-               M, N, K, a0, b0, kb, tid):
-        """Mainloop step: K tile t (of ntiles, from K = kb on). FULL (a literal): the tile loaded
-        lies inside A and B. CUR: tile t's buffer (t % 2), a literal where known, else -1."""
-        if STAGES == 1:
-            load_tiles(ra, rb, pA, pB, lda, ldb, bm0, bn0, kb + t * BK, M, N, K, a0, b0, FULL, tid)
-            store_tiles(psA, psB, ra, rb, 0, tid)
-            cuda.syncthreads()
-            _mac_tile(BK, acc, rm, rn, psA, 0, psB, 0, m0, n0, A_MS, A_KS, BN,
-                      WMITER, WSUBM, TM, WNITER, WSUBN, TN)
-            cuda.syncthreads()
-        else:
-            # Double buffer: tile t+1 travels into registers while tile t is multiplied out of
-            # shared memory, then lands in the other buffer. One barrier per tile suffices.
-            cur = CUR if CUR >= 0 else t & 1
-            more = FULL or t + 1 < ntiles
-            if more:
-                load_tiles(ra, rb, pA, pB, lda, ldb, bm0, bn0, kb + (t + 1) * BK, M, N, K, a0, b0, FULL, tid)
-            _mac_tile(BK, acc, rm, rn, psA, cur * A_T, psB, cur * B_T, m0, n0, A_MS, A_KS, BN,
-                      WMITER, WSUBM, TM, WNITER, WSUBN, TN)
-            if more:
-                store_tiles(psA, psB, ra, rb, 1 - cur, tid)
-            cuda.syncthreads()
+    # the parts
+    block_tile = make_scheduler(BM, BN, BK, SPLIT)
+    origin, load, stage = make_load(BM, BN, BK, ta, tb, W, va, vb, NT, A_MS, A_KS, A_T, B_T)
+    mac_tile = make_mac_tile(BK, A_MS, A_KS, BN, WMITER, WSUBM, TM, WNITER, WSUBN, TN)
+    mainloop = make_mainloop(origin, load, stage, mac_tile, BM, BN, BK, STAGES, A_T, B_T, FAST)
+    store_c = make_store_c(WMITER, WSUBM, TM, WNITER, WSUBN, TN, vc and VSTORE, make_epilogue(epi))
 
     def tiled(A, B, C, M, N, K, lda, ldb, ldc, GN, WHOLE, PARTS, PER, ep):
         """(GN, WHOLE, PARTS, PER: the tail split's tiling, ``tiled_plan``.)"""
@@ -380,37 +451,10 @@ def tiled_kernel(cfg: SimtConfig, ta: bool, tb: bool, va: bool, vb: bool, vc: bo
         acc = cuda.local.array(NACC, float32)
         _zero_rows(NM, acc, NN)
         tid = cuda.threadIdx.x
-        bm0, bn0, kt0, kt1, split = _block_tile(GN, WHOLE, PARTS, PER, K, BM, BN, BK, SPLIT)
-        kb = kt0 * BK
+        tile = block_tile(GN, WHOLE, PARTS, PER, K)
         m0, n0 = _thread_origin(tid, TPW, WTN, WM, WN, TCOLS, TM, TN)
-        ntiles = kt1 - kt0
-
-        a0 = _chunk0(bm0, 0, lda, BM, BK, ta, W, tid, NT)
-        b0 = _chunk0(0, bn0, ldb, BK, BN, tb, W, tid, NT)
-        if STAGES > 1 and ntiles > 0:      # tile 0 into buffer 0
-            load_tiles(ra, rb, pA, pB, lda, ldb, bm0, bn0, kb, M, N, K, a0, b0, False, tid)
-            store_tiles(psA, psB, ra, rb, 0, tid)
-            cuda.syncthreads()
-        # Two copies of the loop: while the tile to load is whole (an interior block, not the
-        # last partial K tile) the loads have no checks, so the loop body is one basic block in
-        # which ptxas interleaves them with the FMAs; edge blocks and the last tiles check.
-        inner = FAST and bm0 + BM <= M and bn0 + BN <= N
-        t_full = max(min(kt1, K // BK) - kt0 - (STAGES - 1), 0) if inner else 0
-        # With two buffers the whole-tile loop takes two tiles per iteration, so that which buffer
-        # each reads and writes is a constant: shared addresses become immediates, not arithmetic.
-        for t2 in range(t_full // STAGES):
-            t = t2 * STAGES
-            k_tile(t, True, 0, ntiles, acc, rm, rn, ra, rb, psA, psB, pA, pB, lda, ldb, bm0, bn0,
-                   m0, n0, M, N, K, a0, b0, kb, tid)
-            if STAGES == 2:
-                k_tile(t + 1, True, 1, ntiles, acc, rm, rn, ra, rb, psA, psB, pA, pB, lda, ldb, bm0,
-                       bn0, m0, n0, M, N, K, a0, b0, kb, tid)
-        for t in range(t_full // STAGES * STAGES, ntiles):
-            k_tile(t, False, -1, ntiles, acc, rm, rn, ra, rb, psA, psB, pA, pB, lda, ldb, bm0, bn0,
-                   m0, n0, M, N, K, a0, b0, kb, tid)
-
-        _store_c(NM, pC, ldc, M, N, acc, bm0 + m0, bn0 + n0, WMITER, WSUBM, TM, WNITER, WSUBN, TN,
-                 vc and VSTORE, split, EPI, ep)
+        mainloop(acc, rm, rn, ra, rb, psA, psB, (pA, pB, lda, ldb, M, N, K), tile, m0, n0, tid)
+        store_c(pC, ldc, M, N, acc, tile[0] + m0, tile[1] + n0, tile[4], ep)
 
     return kernel(tiled, (_I64,) * 13, launch_bounds=(NT, cfg.min_blocks), max_shared=True,
                   values=len(epi.slots()))

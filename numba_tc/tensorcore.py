@@ -1,9 +1,11 @@
 """The tensor-core ladder: mma.sync GEMM from Numba, composing the primitives of ``ptx/mma.cu``.
 
-Five rungs. Rung 1 is its own small kernel; rungs 2-5 are one tiled kernel (``tiled_kernel``:
-loads ``_copy_slice``, a mainloop per rung family, the epilogue ``store_fragments``) built from
-an ``MmaConfig``; each rung is one line, ``RUNG2``..``RUNG5`` below (rungs 2-4 switch on one knob
-each; rung 5 is the tuned configuration). The same kernels serve every precision: fp16 and bf16 inputs run
+Five rungs. Rung 1 is its own small kernel; rungs 2-5 are one tiled kernel (``tiled_kernel``,
+composed of parts, each a cached factory of compile-time facts returning device functions of
+run-time values only: the load ``make_copy``, a mainloop per rung family over the warp's k-steps
+``make_warp_mma``, the epilogue ``fragments.make_store_out``) built from an ``MmaConfig``; each
+rung is one line, ``RUNG2``..``RUNG5`` below (rungs 2-4 switch on one knob each; rung 5 is the
+tuned configuration). The same kernels serve every precision: fp16 and bf16 inputs run
 ``mma.m16n8k16``, fp32 inputs run ``mma.m16n8k8.tf32``; only the instruction, the element size and
 (for mn-major tf32 operands, which ldmatrix cannot transpose) the fragment loads change.
 
@@ -23,6 +25,7 @@ Conventions (shared with the SIMT ladder, see ``simt.py``):
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from itertools import product
 
 from numba import cuda, float32, int32, uint32
@@ -31,7 +34,7 @@ from . import layout
 from .config import MmaConfig, Variant
 from .epilogue import PLAIN
 from .epilogue import make as make_epilogue
-from .fragments import OUT_CONVERT, store_out
+from .fragments import OUT_CONVERT, make_store_out
 from .intrinsics import ptr
 from .jit import device, kernel, kernel_factory, unrolled
 from .layout import a_fragment, b_fragment, chunk_offset
@@ -72,7 +75,7 @@ def naive_kernel(dtype: str, out_dtype: str, ta: bool, tb: bool, epi=PLAIN):
     MMA = _MMA[dtype]
     LDG = ldg_u32 if ITEM == 4 else ldg_u16
     OUT_K, OUT_ITEM = OUT_CONVERT[out_dtype], layout.ITEMSIZE[out_dtype]
-    EPI = make_epilogue(epi)
+    store_out = make_store_out(2, 2, 16, OUT_ITEM, OUT_K, False, 2, make_epilogue(epi))
 
     def mma_naive(A, B, C, M, N, K, lda, ldb, ldc, ep):
         fa = cuda.local.array(4, uint32)
@@ -106,7 +109,7 @@ def naive_kernel(dtype: str, out_dtype: str, ta: bool, tb: bool, epi=PLAIN):
                 round_tf32(pb, 0, 4)
             MMA(pacc, 0, pa, 0, pb, 0)
             MMA(pacc, 4, pa, 0, pb, 2)
-        store_out(1, C, ldc, M, N, acc, m0, n0, lane, 2, 16, OUT_ITEM, OUT_K, False, 2, EPI, ep)
+        store_out(C, ldc, M, N, acc, m0, n0, lane, ep)
 
     return kernel(mma_naive, ("i64",) * 9, launch_bounds=(128, 1), values=len(epi.slots()))
 
@@ -235,75 +238,6 @@ _mma_all = unrolled(_mma_one, 64)
 
 
 @device
-def _load_frags(ks, fs, pa, pb, sA, sB, offa, offb, wm0, wn0, lane, MI, NI,
-                A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC):
-    """The A and B fragments of k-step ks into fragment set fs (0 or 1)."""
-    _load_a_all(MI, pa, fs * 4 * MI, sA, ks, offa, wm0, lane, A_KM, A_CPR, SWZ, ITEM, EPC)
-    _load_b_all(NI // 2, pb, fs * 2 * NI, sB, ks, offb, wn0, lane, B_KM, B_CPR, SWZ, ITEM, EPC)
-
-
-@device
-def _mma_frags(fs, pacc, pa, pb, MI, NI, MMA):
-    """The warp tile's MI x NI mma instructions on fragment set fs."""
-    _mma_all(MI * NI, pacc, pa, fs * 4 * MI, pb, fs * 2 * NI, NI, MMA)
-
-
-@device
-def _kstep(ks, pacc, pa, pb, sA, sB, offa, offb, wm0, wn0, lane, MI, NI,
-           A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC, MMA):
-    _load_frags(ks, 0, pa, pb, sA, sB, offa, offb, wm0, wn0, lane, MI, NI, A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC)
-    _mma_frags(0, pacc, pa, pb, MI, NI, MMA)
-
-
-@device
-def _kstep_ahead(ks, pacc, pa, pb, sA, sB, offa, offb, wm0, wn0, lane, MI, NI,
-                 A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC, MMA):
-    """k-step ks from fragment set ks % 2, once k-step ks + 1's are on their way to the other."""
-    _load_frags(ks + 1, (ks + 1) & 1, pa, pb, sA, sB, offa, offb, wm0, wn0, lane, MI, NI,
-                A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC)
-    _mma_frags(ks & 1, pacc, pa, pb, MI, NI, MMA)
-
-
-_ksteps = unrolled(_kstep, 8)
-_ksteps_ahead = unrolled(_kstep_ahead, 8)
-
-
-@device
-def _copy_state(A, B, M, N, K, lda, ldb, bm0, bn0, tid, A_KM, A_CPR, B_KM, B_CPR, EPC, ITEM, SWZ, A_RSTEP, B_RSTEP):
-    """What of this thread's share of copying the block's A and B tiles does not change from one
-    K slice to the next (``_tile_thread``): (ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb, lda,
-    ldb), vs* the bytes between the rows it copies (R_STEP rows: the block's threads over the
-    tile's chunks per row)."""
-    if A_KM:
-        ga, sra, rla, cla = _tile_thread(A, lda, bm0, 0, M, K, A_CPR, EPC, ITEM, SWZ, tid)
-    else:
-        ga, sra, rla, cla = _tile_thread(A, lda, 0, bm0, K, M, A_CPR, EPC, ITEM, SWZ, tid)
-    if B_KM:
-        gb, srb, rlb, clb = _tile_thread(B, ldb, bn0, 0, N, K, B_CPR, EPC, ITEM, SWZ, tid)
-    else:
-        gb, srb, rlb, clb = _tile_thread(B, ldb, 0, bn0, K, N, B_CPR, EPC, ITEM, SWZ, tid)
-    vsa = A_RSTEP * lda * ITEM
-    vsb = B_RSTEP * ldb * ITEM
-    return ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb, lda, ldb
-
-
-@device
-def _copy_slice(stage, k0, cs, full, A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES, SWZ, ITEM, EPC,
-                va, vb, ASYNC, tid, NT):
-    """Load: K slice k0 of A and B into the stage at shared address ``stage`` (copy state ``cs``
-    from ``_copy_state``): K moves a k-major tile along its columns, an mn-major one along its rows."""
-    ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb, lda, ldb = cs
-    if A_KM:
-        _copy_tile(stage, sra, ga + k0 * ITEM, vsa, rla, cla - k0, A_ROWS, A_CPR, SWZ, ITEM, EPC, va, ASYNC, full, tid, NT)
-    else:
-        _copy_tile(stage, sra, ga + k0 * lda * ITEM, vsa, rla - k0, cla, A_ROWS, A_CPR, SWZ, ITEM, EPC, va, ASYNC, full, tid, NT)
-    if B_KM:
-        _copy_tile(stage + A_BYTES, srb, gb + k0 * ITEM, vsb, rlb, clb - k0, B_ROWS, B_CPR, SWZ, ITEM, EPC, vb, ASYNC, full, tid, NT)
-    else:
-        _copy_tile(stage + A_BYTES, srb, gb + k0 * ldb * ITEM, vsb, rlb - k0, clb, B_ROWS, B_CPR, SWZ, ITEM, EPC, vb, ASYNC, full, tid, NT)
-
-
-@device
 def _frag_offsets(offa, offb, wm0, wn0, lane, QA, QB, A_KM, A_CPR, B_KM, B_CPR, SWZ, EPC):
     """The per-lane ldmatrix offsets of the warp tile's fragments (``_frag_base``)."""
     alr, alc = layout.ldsm_a(lane, A_KM)
@@ -314,103 +248,193 @@ def _frag_offsets(offa, offb, wm0, wn0, lane, QA, QB, A_KM, A_CPR, B_KM, B_CPR, 
         offb[q] = _frag_base(q, wn0, blr, blc, B_KM, B_CPR, SWZ, EPC)
 
 
-@device
-def _slice_ahead(t, rd, WHOLE, s0, ntiles, K, inner, pacc, pa, pb, offa, offb, wm0, wn0, lane, cs, tid,
-                 STAGE, S, BK, KSTEPS, MI, NI, A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES, SWZ, ITEM,
-                 EPC, va, vb, NT, MMA):
-    """Mainloop step of rung 5: slice t (in stage rd, its k-step 0 fragments in set 0) with
-    fragment prefetch; returns the next slice's stage. Fragments are double-buffered in registers:
-    k-step ks computes from set ks % 2 while k-step ks + 1's load into the other set, and the
-    barrier comes before the last k-step, so the next slice's first fragments load while that
-    k-step's mma run: neither the barrier nor ldmatrix latency idles the tensor cores at a slice
-    boundary. After the barrier every fragment of slice t is in registers, so its stage takes
-    slice t + S at once. WHOLE: that slice is known to be whole (no checks)."""
-    sa = s0 + rd * STAGE
-    _ksteps_ahead(KSTEPS - 1, pacc, pa, pb, sa, sa + A_BYTES, offa, offb, wm0, wn0, lane,
-                  MI, NI, A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC, MMA)
-    cp_async_wait(S - 2)              # slice t+1 has landed (groups up to slice t+S-1 issued)
-    cuda.syncthreads()                # ... for all threads; slice t is all in registers
-    nrd = 0 if rd == S - 1 else rd + 1
-    sn = s0 + nrd * STAGE             # (past the last slice: a stale stage, never used)
-    _load_frags(0, 0, pa, pb, sn, sn + A_BYTES, offa, offb, wm0, wn0, lane, MI, NI,
-                A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC)   # set 0: KSTEPS is even
-    nt = t + S
-    if WHOLE or nt < ntiles:
-        _copy_slice(sa, nt * BK, cs, WHOLE or (inner and (nt + 1) * BK <= K), A_KM, A_ROWS, A_CPR, B_KM,
-                    B_ROWS, B_CPR, A_BYTES, SWZ, ITEM, EPC, va, vb, True, tid, NT)
-    cp_async_commit()
-    _mma_frags((KSTEPS - 1) & 1, pacc, pa, pb, MI, NI, MMA)
-    return nrd
+# ---------------------------------------------------------------------------------------------
+# The tiled kernel's parts, as in ``hopper.py``: each a factory, cached per configuration, that
+# closes over its compile-time constants (upper case) and returns device functions of run-time
+# values only; the larger parts take the smaller ones they call as arguments, so any one can be
+# swapped. ``tiled_kernel`` composes them. A warp's state travels as one tuple, ``warp`` =
+# (pacc, pa, pb, offa, offb, wm0, wn0, lane): the addresses of its accumulators and of its two
+# fragment arrays, its ldmatrix offsets (``_frag_offsets``), its place in the block tile, its lane.
+# ---------------------------------------------------------------------------------------------
+@lru_cache(maxsize=None)
+def make_copy(A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES, SWZ, ITEM, va, vb, ASYNC, NT):
+    """Load: ``(copy_state, copy_slice)``. ``copy_state(A, B, M, N, K, lda, ldb, bm0, bn0, tid)``:
+    what of this thread's share of copying the block's A and B tiles does not change from one
+    K slice to the next (``_tile_thread``): (ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb, lda,
+    ldb), vs* the bytes between the rows it copies (R_STEP rows: the block's threads over the
+    tile's chunks per row). ``copy_slice(stage, k0, cs, full, tid)``: K slice k0 of A and B into
+    the stage at shared address ``stage`` (cp.async with ASYNC): K moves a k-major tile along its
+    columns, an mn-major one along its rows; ``full``: the slice lies inside A and B."""
+    EPC = layout.elems_per_chunk(ITEM)
+    A_RSTEP, B_RSTEP = NT // A_CPR, NT // B_CPR  # rows of a tile the block's threads copy at once
+
+    @device
+    def copy_state(A, B, M, N, K, lda, ldb, bm0, bn0, tid):
+        if A_KM:
+            ga, sra, rla, cla = _tile_thread(A, lda, bm0, 0, M, K, A_CPR, EPC, ITEM, SWZ, tid)
+        else:
+            ga, sra, rla, cla = _tile_thread(A, lda, 0, bm0, K, M, A_CPR, EPC, ITEM, SWZ, tid)
+        if B_KM:
+            gb, srb, rlb, clb = _tile_thread(B, ldb, bn0, 0, N, K, B_CPR, EPC, ITEM, SWZ, tid)
+        else:
+            gb, srb, rlb, clb = _tile_thread(B, ldb, 0, bn0, K, N, B_CPR, EPC, ITEM, SWZ, tid)
+        vsa = A_RSTEP * lda * ITEM
+        vsb = B_RSTEP * ldb * ITEM
+        return ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb, lda, ldb
+
+    @device
+    def copy_slice(stage, k0, cs, full, tid):
+        ga, sra, vsa, rla, cla, gb, srb, vsb, rlb, clb, lda, ldb = cs
+        if A_KM:
+            _copy_tile(stage, sra, ga + k0 * ITEM, vsa, rla, cla - k0, A_ROWS, A_CPR, SWZ, ITEM, EPC, va, ASYNC,
+                       full, tid, NT)
+        else:
+            _copy_tile(stage, sra, ga + k0 * lda * ITEM, vsa, rla - k0, cla, A_ROWS, A_CPR, SWZ, ITEM, EPC, va,
+                       ASYNC, full, tid, NT)
+        if B_KM:
+            _copy_tile(stage + A_BYTES, srb, gb + k0 * ITEM, vsb, rlb, clb - k0, B_ROWS, B_CPR, SWZ, ITEM, EPC, vb,
+                       ASYNC, full, tid, NT)
+        else:
+            _copy_tile(stage + A_BYTES, srb, gb + k0 * ldb * ITEM, vsb, rlb - k0, clb, B_ROWS, B_CPR, SWZ, ITEM,
+                       EPC, vb, ASYNC, full, tid, NT)
+    return copy_state, copy_slice
 
 
-@device
-def _mainloop_prefetch(s0, ntiles, K, inner, pacc, pa, pb, offa, offb, wm0, wn0, lane, cs, tid,
-                       STAGE, S, BK, KSTEPS, MI, NI, A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES, SWZ,
-                       ITEM, EPC, va, vb, NT, MMA):
-    """Rung 5's mainloop, CUTLASS's multistage order (``_slice_ahead``). Two copies of the loop:
-    while the slice to fetch is whole (an interior block, not the last partial slice) the copy
-    has no branch, so the loop body is one basic block in which ptxas interleaves cp.async with
-    mma; the last S slices and edge blocks run the checked copy."""
-    cp_async_wait(S - 1)                  # slice 0 has landed
-    cuda.syncthreads()
-    _load_frags(0, 0, pa, pb, s0, s0 + A_BYTES, offa, offb, wm0, wn0, lane, MI, NI,
-                A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC)
-    t_full = max(min(K // BK - S, ntiles), 0) if inner else 0
-    rd = 0                                # stage holding slice t
-    for t in range(t_full):
-        rd = _slice_ahead(t, rd, True, s0, ntiles, K, inner, pacc, pa, pb, offa, offb, wm0, wn0, lane, cs, tid,
-                          STAGE, S, BK, KSTEPS, MI, NI, A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES, SWZ,
-                          ITEM, EPC, va, vb, NT, MMA)
-    for t in range(t_full, ntiles):
-        rd = _slice_ahead(t, rd, False, s0, ntiles, K, inner, pacc, pa, pb, offa, offb, wm0, wn0, lane, cs, tid,
-                          STAGE, S, BK, KSTEPS, MI, NI, A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES, SWZ,
-                          ITEM, EPC, va, vb, NT, MMA)
+@lru_cache(maxsize=None)
+def make_warp_mma(MI, NI, A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, MMA):
+    """A warp's k-step: ``(load_frags, mma_frags)``. ``load_frags(ks, fs, sA, sB, warp)``: the
+    A and B fragments of k-step ks, from the tiles at shared addresses sA and sB, into fragment
+    set fs (0 or 1); ``mma_frags(fs, warp)``: the warp tile's MI x NI mma instructions (``MMA``)
+    on fragment set fs."""
+    EPC = layout.elems_per_chunk(ITEM)
+
+    @device
+    def load_frags(ks, fs, sA, sB, warp):
+        _, pa, pb, offa, offb, wm0, wn0, lane = warp
+        _load_a_all(MI, pa, fs * 4 * MI, sA, ks, offa, wm0, lane, A_KM, A_CPR, SWZ, ITEM, EPC)
+        _load_b_all(NI // 2, pb, fs * 2 * NI, sB, ks, offb, wn0, lane, B_KM, B_CPR, SWZ, ITEM, EPC)
+
+    @device
+    def mma_frags(fs, warp):
+        pacc, pa, pb = warp[0], warp[1], warp[2]
+        _mma_all(MI * NI, pacc, pa, fs * 4 * MI, pb, fs * 2 * NI, NI, MMA)
+    return load_frags, mma_frags
 
 
-@device
-def _mainloop_pipelined(s0, ntiles, K, inner, pacc, pa, pb, offa, offb, wm0, wn0, lane, cs, tid,
-                        STAGE, S, BK, KSTEPS, MI, NI, A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES, SWZ,
-                        ITEM, EPC, va, vb, NT, MMA):
-    """Rung 4's mainloop: wait for slice t, refill the stage slice t-1 used with slice t + S - 1
-    (cp.async), compute slice t."""
-    rd = 0                                # stage holding slice t
-    wr = S - 1                            # stage slice t + S - 1 goes to
-    for t in range(ntiles):
-        cp_async_wait(S - 2)              # slice t has landed (for this thread) ...
-        cuda.syncthreads()                # ... for all threads; slice t-1 is consumed
-        nt = t + S - 1
-        if nt < ntiles:
-            _copy_slice(s0 + wr * STAGE, nt * BK, cs, inner and (nt + 1) * BK <= K, A_KM, A_ROWS, A_CPR,
-                        B_KM, B_ROWS, B_CPR, A_BYTES, SWZ, ITEM, EPC, va, vb, True, tid, NT)
-        cp_async_commit()
-        sa = s0 + rd * STAGE
-        _ksteps(KSTEPS, pacc, pa, pb, sa, sa + A_BYTES, offa, offb, wm0, wn0, lane,
-                MI, NI, A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC, MMA)
-        rd = 0 if rd == S - 1 else rd + 1
-        wr = 0 if wr == S - 1 else wr + 1
+@lru_cache(maxsize=None)
+def make_slice_mma(load_frags, mma_frags, KSTEPS, A_BYTES):
+    """``slice_mma(stage, warp)``: the KSTEPS k-steps of the K slice in the stage at shared
+    address ``stage`` (its A tile, then its B tile A_BYTES on), each loading its fragments into
+    set 0 and then issuing its mma (``make_warp_mma``)."""
+    @device
+    def kstep(ks, sA, sB, warp):
+        load_frags(ks, 0, sA, sB, warp)
+        mma_frags(0, warp)
+    ksteps = unrolled(kstep, 8)
+
+    @device
+    def slice_mma(stage, warp):
+        ksteps(KSTEPS, stage, stage + A_BYTES, warp)
+    return slice_mma
 
 
-@device
-def _mainloop_staged(s0, ntiles, K, inner, pacc, pa, pb, offa, offb, wm0, wn0, lane, cs, tid,
-                     BK, KSTEPS, MI, NI, A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES, SWZ,
-                     ITEM, EPC, va, vb, NT, MMA):
+# Mainloops, one per rung family: ``mainloop(s0, ntiles, K, inner, warp, cs, tid)`` computes the
+# block's ntiles K slices through the stages from shared address s0 into the warp's accumulators
+# (``copy_slice`` with copy state ``cs``: ``make_copy``); ``inner``: the block's tiles lie inside
+# A and B, so that a slice inside K is copied without checks.
+@lru_cache(maxsize=None)
+def make_mainloop_staged(copy_slice, slice_mma, BK):
     """Rungs 2-3's mainloop, one stage: copy, barrier, compute, barrier."""
-    for t in range(ntiles):
-        _copy_slice(s0, t * BK, cs, inner and (t + 1) * BK <= K, A_KM, A_ROWS, A_CPR, B_KM, B_ROWS,
-                    B_CPR, A_BYTES, SWZ, ITEM, EPC, va, vb, False, tid, NT)
+    @device
+    def mainloop(s0, ntiles, K, inner, warp, cs, tid):
+        for t in range(ntiles):
+            copy_slice(s0, t * BK, cs, inner and (t + 1) * BK <= K, tid)
+            cuda.syncthreads()
+            slice_mma(s0, warp)
+            cuda.syncthreads()
+    return mainloop
+
+
+@lru_cache(maxsize=None)
+def make_mainloop_pipelined(copy_slice, slice_mma, S, STAGE, BK):
+    """Rung 4's mainloop, a ring of S stages of STAGE bytes (slices 0..S-2 in flight, one commit
+    group each): wait for slice t, refill the stage slice t-1 used with slice t + S - 1
+    (cp.async), compute slice t."""
+    @device
+    def mainloop(s0, ntiles, K, inner, warp, cs, tid):
+        rd = 0                                # stage holding slice t
+        wr = S - 1                            # stage slice t + S - 1 goes to
+        for t in range(ntiles):
+            cp_async_wait(S - 2)              # slice t has landed (for this thread) ...
+            cuda.syncthreads()                # ... for all threads; slice t-1 is consumed
+            # slice t + S - 1 exists (written so: as nt < ntiles with nt = t + S - 1 and S a
+            # constant, LLVM left other address arithmetic, and ptxas took 2 more registers)
+            if t + S <= ntiles:
+                copy_slice(s0 + wr * STAGE, (t + S - 1) * BK, cs, inner and (t + S) * BK <= K, tid)
+            cp_async_commit()
+            slice_mma(s0 + rd * STAGE, warp)
+            rd = 0 if rd == S - 1 else rd + 1
+            wr = 0 if wr == S - 1 else wr + 1
+    return mainloop
+
+
+@lru_cache(maxsize=None)
+def make_mainloop_prefetch(copy_slice, load_frags, mma_frags, S, STAGE, BK, KSTEPS, A_BYTES):
+    """Rung 5's mainloop (slices 0..S-1 in flight), CUTLASS's multistage order (``slice_ahead``).
+    Two copies of the loop: while the slice to fetch is whole (an interior block, not the last
+    partial slice) the copy has no branch, so the loop body is one basic block in which ptxas
+    interleaves cp.async with mma; the last S slices and edge blocks run the checked copy."""
+    @device
+    def kstep_ahead(ks, sA, sB, warp):
+        """k-step ks from fragment set ks % 2, once k-step ks + 1's are on their way to the other."""
+        load_frags(ks + 1, (ks + 1) & 1, sA, sB, warp)
+        mma_frags(ks & 1, warp)
+    ksteps_ahead = unrolled(kstep_ahead, 8)
+
+    @device
+    def slice_ahead(t, rd, WHOLE, s0, ntiles, K, inner, warp, cs, tid):
+        """Slice t (in stage rd, its k-step 0 fragments in set 0) with fragment prefetch; returns
+        the next slice's stage. Fragments are double-buffered in registers: k-step ks computes
+        from set ks % 2 while k-step ks + 1's load into the other set, and the barrier comes
+        before the last k-step, so the next slice's first fragments load while that k-step's mma
+        run: neither the barrier nor ldmatrix latency idles the tensor cores at a slice boundary.
+        After the barrier every fragment of slice t is in registers, so its stage takes slice
+        t + S at once. WHOLE: that slice is known to be whole (no checks)."""
+        sa = s0 + rd * STAGE
+        ksteps_ahead(KSTEPS - 1, sa, sa + A_BYTES, warp)
+        cp_async_wait(S - 2)              # slice t+1 has landed (groups up to slice t+S-1 issued)
+        cuda.syncthreads()                # ... for all threads; slice t is all in registers
+        nrd = 0 if rd == S - 1 else rd + 1
+        sn = s0 + nrd * STAGE             # (past the last slice: a stale stage, never used)
+        load_frags(0, 0, sn, sn + A_BYTES, warp)      # set 0: KSTEPS is even
+        nt = t + S
+        if WHOLE or nt < ntiles:
+            copy_slice(sa, nt * BK, cs, WHOLE or (inner and (nt + 1) * BK <= K), tid)
+        cp_async_commit()
+        mma_frags((KSTEPS - 1) & 1, warp)
+        return nrd
+
+    @device
+    def mainloop(s0, ntiles, K, inner, warp, cs, tid):
+        cp_async_wait(S - 1)                  # slice 0 has landed
         cuda.syncthreads()
-        _ksteps(KSTEPS, pacc, pa, pb, s0, s0 + A_BYTES, offa, offb, wm0, wn0, lane,
-                MI, NI, A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, EPC, MMA)
-        cuda.syncthreads()
+        load_frags(0, 0, s0, s0 + A_BYTES, warp)
+        t_full = max(min(K // BK - S, ntiles), 0) if inner else 0
+        rd = 0                                # stage holding slice t
+        for t in range(t_full):
+            rd = slice_ahead(t, rd, True, s0, ntiles, K, inner, warp, cs, tid)
+        for t in range(t_full, ntiles):
+            rd = slice_ahead(t, rd, False, s0, ntiles, K, inner, warp, cs, tid)
+    return mainloop
 
 
 @kernel_factory
 def tiled_kernel(cfg: MmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool,
                  va: bool, vb: bool, vc: bool, epi=PLAIN):
     """The kernel of rungs 2-5 for one configuration, precision, layout and alignment: the
-    scheduler (``tile_origin``), the load (``_copy_slice``), the mainloop (one per rung family:
-    ``_mainloop_staged``, ``_mainloop_pipelined``, ``_mainloop_prefetch``) and the epilogue
-    (``store_fragments``).
+    scheduler (``tile_origin``), the load (``make_copy``), the mainloop (one per rung family:
+    ``make_mainloop_staged``, ``make_mainloop_pipelined``, ``make_mainloop_prefetch``, over the
+    warp's k-steps ``make_warp_mma``) and the epilogue (``fragments.make_store_out``).
 
     va/vb: the operand's rows are 16-byte aligned (chunk copies are legal); vc: C's adjacent
     column pairs are aligned for one paired store."""
@@ -429,15 +453,26 @@ def tiled_kernel(cfg: MmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool,
     B_ROWS, B_CPR = (BN, BK // EPC) if B_KM else (BK, BN // EPC)
     A_BYTES = BM * BK * ITEM
     STAGE = A_BYTES + BN * BK * ITEM
-    A_RSTEP, B_RSTEP = NT // A_CPR, NT // B_CPR  # rows of a tile the block's threads copy at once
     # tf32 keeps the plain order: its fragments are rounded on every load, and with two sets of
     # them the prefetch measured slower (bf16/fp16 +19%, tf32 -5%; benchmarks/NOTES.md)
     PF = cfg.frag_prefetch and ITEM == 2
     PROLOGUE = S if PF else S - 1                # K slices in flight before the main loop
     NACC, NFA, NFB = MI * NI * 4, MI * 4 * (1 + PF), NI * 2 * (1 + PF)   # two fragment sets with PF
-    OUT_G = math.gcd(MI * NI, 2)                 # fragments per epilogue group (fragments.store_out)
+    OUT_G = math.gcd(MI * NI, 2)                 # fragments per epilogue group (fragments.make_store_out)
     QA = KSTEPS if A_KM else MI                  # per-lane ldmatrix offsets (see _frag_base)
     QB = KSTEPS if B_KM else NI // 2
+    # the parts (ASYNC: frag_prefetch needs async_copy, and only rungs 2-3 copy synchronously)
+    copy_state, copy_slice = make_copy(A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES, SWZ, ITEM, va, vb,
+                                       ASYNC, NT)
+    load_frags, mma_frags = make_warp_mma(MI, NI, A_KM, A_CPR, B_KM, B_CPR, SWZ, ITEM, MMA)
+    if PF:
+        mainloop = make_mainloop_prefetch(copy_slice, load_frags, mma_frags, S, STAGE, BK, KSTEPS, A_BYTES)
+    elif ASYNC:
+        mainloop = make_mainloop_pipelined(copy_slice, make_slice_mma(load_frags, mma_frags, KSTEPS, A_BYTES),
+                                           S, STAGE, BK)
+    else:
+        mainloop = make_mainloop_staged(copy_slice, make_slice_mma(load_frags, mma_frags, KSTEPS, A_BYTES), BK)
+    store_out = make_store_out(MI * NI, NI, 16, OUT_ITEM, OUT_K, vc, OUT_G, EPI)
 
     def mma_tiled(A, B, C, M, N, K, lda, ldb, ldc, ep):
         smem = cuda.shared.array(0, uint32)       # dynamic: S stages of (A tile, B tile)
@@ -459,33 +494,19 @@ def tiled_kernel(cfg: MmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool,
         bm0, bn0 = tile_origin(cuda.blockIdx.x, (M + BM - 1) // BM, (N + BN - 1) // BN, GROUP, BM, BN)
         ntiles = (K + BK - 1) // BK
         inner = bm0 + BM <= M and bn0 + BN <= N      # the block's tiles lie inside A and B
-        cs = _copy_state(A, B, M, N, K, lda, ldb, bm0, bn0, tid, A_KM, A_CPR, B_KM, B_CPR, EPC, ITEM, SWZ,
-                         A_RSTEP, B_RSTEP)
+        cs = copy_state(A, B, M, N, K, lda, ldb, bm0, bn0, tid)
         if ASYNC:
             # prologue: slices 0..P-1 in flight, commit group g holding slice g. With the
-            # fragment prefetch all S stages fill (see _slice_ahead); without it one stays free
-            # for the copy issued at the top of each iteration.
+            # fragment prefetch all S stages fill (see make_mainloop_prefetch); without it one
+            # stays free for the copy issued at the top of each iteration.
             for s in range(PROLOGUE):
                 if s < ntiles:
-                    _copy_slice(s0 + s * STAGE, s * BK, cs, inner and (s + 1) * BK <= K, A_KM, A_ROWS, A_CPR,
-                                B_KM, B_ROWS, B_CPR, A_BYTES, SWZ, ITEM, EPC, va, vb, ASYNC, tid, NT)
+                    copy_slice(s0 + s * STAGE, s * BK, cs, inner and (s + 1) * BK <= K, tid)
                 cp_async_commit()
-        if PF:
-            _mainloop_prefetch(s0, ntiles, K, inner, pacc, pa, pb, offa, offb, wm0, wn0, lane, cs, tid,
-                               STAGE, S, BK, KSTEPS, MI, NI, A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES,
-                               SWZ, ITEM, EPC, va, vb, NT, MMA)
-        elif ASYNC:
-            _mainloop_pipelined(s0, ntiles, K, inner, pacc, pa, pb, offa, offb, wm0, wn0, lane, cs, tid,
-                                STAGE, S, BK, KSTEPS, MI, NI, A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES,
-                                SWZ, ITEM, EPC, va, vb, NT, MMA)
-        else:
-            _mainloop_staged(s0, ntiles, K, inner, pacc, pa, pb, offa, offb, wm0, wn0, lane, cs, tid,
-                             BK, KSTEPS, MI, NI, A_KM, A_ROWS, A_CPR, B_KM, B_ROWS, B_CPR, A_BYTES, SWZ,
-                             ITEM, EPC, va, vb, NT, MMA)
+        mainloop(s0, ntiles, K, inner, (pacc, pa, pb, offa, offb, wm0, wn0, lane), cs, tid)
         if ASYNC:
             cp_async_wait(0)                      # (only empty groups remain: nothing in flight)
-        store_out(MI * NI // OUT_G, C, ldc, M, N, acc, bm0 + wm0, bn0 + wn0, lane, NI, 16, OUT_ITEM, OUT_K, vc,
-                  OUT_G, EPI, ep)
+        store_out(C, ldc, M, N, acc, bm0 + wm0, bn0 + wn0, lane, ep)
 
     return kernel(mma_tiled, ("i64",) * 9, launch_bounds=(NT, cfg.min_blocks), values=len(epi.slots()))
 
