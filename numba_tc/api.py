@@ -440,6 +440,12 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
         raise ValueError("epilogue_args were given without an epilogue function")
     elif kind == "numpy" or SIMULATOR:
         return _gemm_copying(a, b, variant, out, out_dtype, stream, allow_tf32)
+    return _gemm_gpu(a, b, variant, out, out_dtype, stream, allow_tf32, kind, epi)
+
+
+def _gemm_gpu(a, b, variant, out, out_dtype, stream, allow_tf32, kind, epi):
+    """A call on GPU arrays (``epi``: its bound epilogue, or None): the cached call for these
+    operands' facts (planned on a miss), the result, the launches on the caller's stream."""
     fa, pa = operand_facts(a, kind)
     fb, pb = operand_facts(b, array_kind(b)) if array_kind(b) == kind else (None, 0)
     fo, po = (None, 0) if out is None or array_kind(out) != kind else operand_facts(out, kind)
