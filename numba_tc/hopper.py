@@ -370,7 +370,7 @@ def make_epilogue_part(MI, BN, out_dtype, vc, TMA_C, EB, epi, BATCH=False):
     from ``row0``) through the epilogue function of ``epi`` (``epilogue.make``), then to C through
     shared memory and TMA stores (with TMA_C: a ring of EB boxes per consumer from ``ebase``,
     ``_box_store``; with BATCH into matrix z, the epilogue seeing row z * M + row) or straight
-    from registers (``fragments.store_out``; ``vc``: C's column pairs are aligned). Returns the
+    from registers (``fragments.make_store_out``; ``vc``: C's column pairs are aligned). Returns the
     count of boxes this consumer has stored. ``drain(tw)``: the last boxes are out (before the
     block ends)."""
     OUT_K, OUT_ITEM = OUT_CONVERT[out_dtype], layout.ITEMSIZE[out_dtype]
