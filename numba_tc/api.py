@@ -468,7 +468,7 @@ def _gemm_gpu(a, b, variant, out, out_dtype, stream, allow_tf32, kind, epi):
         if _overlap(po, so, pa, sa) or _overlap(po, so, pb, sb):
             raise ValueError("out overlaps a or b: the result would overwrite its own inputs")
     with driver.on_device(call.device):
-        st = runtime.stream_handle(stream) if stream is not None else runtime.current_stream(kind, call.device)
+        st = _stream(kind, call.device, stream)
         if out is None:
             out = arrays.new_like(kind, a, call.m, call.n, call.out_dtype, handle=st, device=call.device)
             po = arrays.address(out, kind)
@@ -479,8 +479,7 @@ def _gemm_gpu(a, b, variant, out, out_dtype, stream, allow_tf32, kind, epi):
                                      "epilogue to zeros directly")
                 _zero_fill(out, kind)
             return out
-        values = (pa, pb, po, 0) if epi is None else (pa, pb, po) + epi.values(call.plan.epilogue)
-        call.plan.run(values, st)
+        call.plan.run(_values(pa, pb, po, epi, call.plan), st)
     return out
 
 
@@ -507,36 +506,47 @@ _NO_EPILOGUE = dict(c=None, alpha=1.0, beta=0.0, bias=None, activation=None, epi
 def _batched_launch(a0, b0, o0, variant, out_dtype, allow_tf32, bt, epi_kw, rows):
     """The batched kernel's launch for these operands (``batch.batched_gemm``'s planner): a
     callable ``run(a0, b0, o0, stream)``, or None (NumPy, the simulator, a variant without a
-    batched kernel, operands it cannot take)."""
+    batched kernel, operands it cannot take). Cached, like 2-D calls, by the operands' facts."""
     kind = array_kind(a0)
     if kind == "numpy" or SIMULATOR:
         return None
-    pr = _Problem(a0, b0, variant, o0, out_dtype, allow_tf32)
-    epi = None if is_plain(**{k: epi_kw[k] for k in ("c", "alpha", "beta", "bias", "activation", "epilogue")}) else \
-        bind(kind, rows, pr.n, pr.dtype, pr.out_dtype, pr.device, *epi_kw.values())
+    pr = epi = None
+    if not is_plain(*(epi_kw[k] for k in ("c", "alpha", "beta", "bias", "activation", "epilogue"))):
+        pr = _Problem(a0, b0, variant, o0, out_dtype, allow_tf32)
+        epi = bind(kind, rows, pr.n, pr.dtype, pr.out_dtype, pr.device, **epi_kw)
     key = (variant if isinstance(variant, str) else id(variant), out_dtype, allow_tf32, kind, bt,
            operand_facts(a0, kind)[0], operand_facts(b0, kind)[0], operand_facts(o0, kind)[0],
            None if epi is None else epi.key)
-    if key not in _BATCHED:
+    plan = _BATCHED.get(key, _BATCHED)
+    if plan is _BATCHED:                          # a miss (None is a cached "no batched kernel")
         if len(_BATCHED) >= CALL_CACHE_SIZE:
             _BATCHED.clear()
-        _BATCHED[key] = _batched_plan(pr, a0, b0, o0, bt, epi)
-    plan = _BATCHED[key]
+        plan = _BATCHED[key] = _batched_plan(pr or _Problem(a0, b0, variant, o0, out_dtype, allow_tf32), a0, b0, o0, bt, epi)
     if plan is None:
         return None
 
-    def run(a0, b0, o0, st):
+    def run(a0, b0, o0, stream):
         with driver.on_device(plan.device):
-            st = runtime.stream_handle(st) if st is not None else runtime.current_stream(kind, plan.device)
-            extra = (0,) if epi is None else epi.values(plan.epilogue)
-            plan.run((arrays.address(a0, kind), arrays.address(b0, kind), arrays.address(o0, kind)) + extra, st)
+            p = (arrays.address(x, kind) for x in (a0, b0, o0))
+            plan.run(_values(*p, epi, plan), _stream(kind, plan.device, stream))
     run.describe = plan.describe
     return run
 
 
+def _stream(kind: str, dev: int, stream) -> int:
+    """The raw stream a call on ``dev`` runs on: ``stream``, or the caller's current one."""
+    return runtime.stream_handle(stream) if stream is not None else runtime.current_stream(kind, dev)
+
+
+def _values(pa: int, pb: int, pc: int, epi, plan) -> tuple:
+    """A plan's run-time values: the operands' addresses, then the epilogue's (``epi``: bound)."""
+    return (pa, pb, pc) + ((0,) if epi is None else epi.values(plan.epilogue))
+
+
 def _batched_plan(pr, a0, b0, o0, bt, epi):
     """The batched kernel's plan, or None (``_batched_launch``)."""
-    A, B, C = (as_matrix(x, n) for x, n in ((a0, "a"), (b0, "b"), (o0, "out")))
+    A, B, C = (as_matrix(x, n, described=d) for x, n, d in (
+        (a0, "a", pr.desc_a), (b0, "b", pr.desc_b), (o0, "out", pr.desc_out)))
     with driver.on_device(pr.device):
         v = pick(pr.cands, A, B, C, pr.named)
         if not v.batched:
@@ -658,8 +668,7 @@ def _gemm_copying(a, b, variant, out, out_dtype, stream, allow_tf32, epi_args=No
                                                    stream=nst)
         plan = pr.plan(A, B, C, epi)
         handle = (lambda x: x.data) if SIMULATOR else (lambda x: x.ptr)
-        extra = (0,) if epi is None else epi.values(plan.epilogue)
-        plan.run((handle(A), handle(B), handle(C)) + extra, st)
+        plan.run(_values(handle(A), handle(B), handle(C), epi, plan), st)
         if kind == "numpy":
             host = arrays.to_host(dev_out, pr.out_dtype, stream=nst)
             if not SIMULATOR:

@@ -45,17 +45,22 @@ def is_batched(a, b) -> bool:
     return len(getattr(a, "shape", ())) > 2 or len(getattr(b, "shape", ())) > 2
 
 
-def _split(x, name: str):
+def _split(x, d):
     """(one matrix of x: its first, or x itself; how many; the elements between them, 0 when one
-    serves every batch)."""
-    _, shape, strides = describe(x, name)[:3]
+    serves every batch); ``d``: ``_described(x, name)``."""
+    _, shape, strides = d[:3]
     if len(shape) == 2:
         return x, 1, 0
     if len(shape) != 3:
-        raise ValueError(f"{name} must be 2-D or 3-D (a batch of matrices), got shape {tuple(shape)}")
+        raise ValueError(f"{d[5]} must be 2-D or 3-D (a batch of matrices), got shape {tuple(shape)}")
     if shape[0] == 0:
         return None, 0, 0
     return x[0], shape[0], strides[0] if shape[0] > 1 else 0
+
+
+def _described(x, name: str):
+    """``arrays.describe(x, name)`` and the name (for messages)."""
+    return describe(x, name) + (name,)
 
 
 def _count(ca: int, cb: int) -> int:
@@ -64,10 +69,11 @@ def _count(ca: int, cb: int) -> int:
     return 0 if 0 in (ca, cb) else max(ca, cb)
 
 
-def _stacked(x, name: str, rows: int):
+def _stacked(x, d, rows: int):
     """x (batch, rows, cols) seen as (batch * rows, cols) without a copy, or None when its
-    matrices are not stacked rows (row-major, each right after the previous one's rows)."""
-    kind, shape, strides = describe(x, name)[:3]
+    matrices are not stacked rows (row-major, each right after the previous one's rows);
+    ``d``: ``_described(x, name)``."""
+    kind, shape, strides = d[:3]
     if len(shape) == 2:
         return x
     if strides[2] != 1 and shape[2] > 1 or (shape[0] > 1 and strides[0] != rows * strides[1]):
@@ -111,34 +117,36 @@ def batched_gemm(a, b, variant, out, out_dtype, stream, allow_tf32, epi: dict, g
     kind = array_kind(a)
     if array_kind(b) != kind:
         raise TypeError(f"a and b must be the same kind of array, got {kind} and {array_kind(b)}")
-    (a0, ca, sa), (b0, cb, sb) = _split(a, "a"), _split(b, "b")
+    da, db = _described(a, "a"), _described(b, "b")
+    (a0, ca, sa), (b0, cb, sb) = _split(a, da), _split(b, db)
     count = _count(ca, cb)
-    m, k = (describe(a, "a")[1])[-2:]
-    k2, n = (describe(b, "b")[1])[-2:]
+    (m, k), (k2, n) = da[1][-2:], db[1][-2:]
     if k != k2:
         raise ValueError(f"inner dimensions differ: a is ...x{m}x{k}, b is ...x{k2}x{n}")
     if out is None:
-        out = _new(kind, a, count, m, n, dtype_name(out_dtype) if out_dtype is not None else describe(a, "a")[3])
-    elif tuple(describe(out, "out")[1]) != (count, m, n):
-        raise ValueError(f"out has shape {tuple(describe(out, 'out')[1])}, expected {(count, m, n)}")
+        out = _new(kind, a, count, m, n, dtype_name(out_dtype) if out_dtype is not None else da[3])
+    do = _described(out, "out")
+    if tuple(do[1]) != (count, m, n):
+        raise ValueError(f"out has shape {tuple(do[1])}, expected {(count, m, n)}")
     if count == 0 or m == 0 or n == 0:
         return out
     c, bias, user = epi.get("c"), epi.get("bias"), epi.get("epilogue")
     if bias is not None and len(getattr(bias, "shape", ())) == 1 and bias.shape[0] != n:
         raise ValueError(f"bias has length {bias.shape[0]}; a batched product takes one per column (N = {n})")
-    o2 = _stacked(out, "out", m)
+    o2 = _stacked(out, do, m)
     if o2 is None:
         raise ValueError("out of a batched product must hold row-major matrices, each right after the "
                          "previous one's rows (as a new contiguous array does)")
     if c is not None:
-        if tuple(describe(c, "c")[1]) != (count, m, n):
-            raise ValueError(f"c has shape {tuple(describe(c, 'c')[1])}, expected {(count, m, n)}")
-        c2 = _stacked(c, "c", m)
+        dc = _described(c, "c")
+        if tuple(dc[1]) != (count, m, n):
+            raise ValueError(f"c has shape {tuple(dc[1])}, expected {(count, m, n)}")
+        c2 = _stacked(c, dc, m)
         if c2 is None:
             raise ValueError("c of a batched product must hold row-major matrices, each right after the "
                              "previous one's rows (the epilogue reads it at the stacked row)")
         epi = dict(epi, c=c2)
-    a2 = _stacked(a, "a", m) if sb == 0 else None
+    a2 = _stacked(a, da, m) if sb == 0 else None
     if a2 is not None:                                 # one product: (batch * M, K) @ (K, N)
         if explain2d:
             return "one product, the batch stacked: " + explain2d(a2, b0, variant, out=o2, out_dtype=out_dtype,
@@ -146,8 +154,7 @@ def batched_gemm(a, b, variant, out, out_dtype, stream, allow_tf32, epi: dict, g
         gemm2d(a2, b0, variant, out=o2, out_dtype=out_dtype, stream=stream, allow_tf32=allow_tf32, **epi)
         return out
     o0 = out[0]
-    run = planner(a0, b0, o0, variant, out_dtype, allow_tf32, Batch(count, sa, sb, describe(out, "out")[2][0]),
-                  epi, count * m)
+    run = planner(a0, b0, o0, variant, out_dtype, allow_tf32, Batch(count, sa, sb, do[2][0]), epi, count * m)
     if run is not None:
         if explain2d:
             return run.describe()

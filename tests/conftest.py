@@ -103,6 +103,21 @@ def run_in_simulator(code: str, timeout=600) -> str:
     return p.stdout
 
 
+# For code run by ``run_in_simulator``: ``expect(exc, words, *args, **kw)`` checks that
+# ``numba_tc.gemm(*args, **kw)`` raises ``exc`` with ``words`` in its message (and prints "raised").
+EXPECT = """
+import numba_tc
+def expect(exc, words, *args, **kw):
+    try:
+        numba_tc.gemm(*args, **kw)
+    except exc as e:
+        assert words in str(e), (words, str(e))
+        print("raised", type(e).__name__)
+    else:
+        raise AssertionError(f"no error for {words!r}")
+"""
+
+
 def assert_shapes(variant, shapes, **kw):
     """``verify.check`` of a variant on every named shape (fresh inputs, poisoned output, float64)."""
     from numba_tc import verify

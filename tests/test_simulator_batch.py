@@ -4,7 +4,7 @@ batch of one), strided and transposed views, out=, an epilogue with c and a bias
 float64; and the errors for batches that do not broadcast and bad epilogue arguments."""
 import pytest
 
-from conftest import run_in_simulator
+from conftest import EXPECT, run_in_simulator
 pytestmark = pytest.mark.sim
 
 _CODE = """
@@ -45,27 +45,19 @@ for bb in (b, b[0]):
     got = numba_tc.gemm(a, bb, "warptile", c=c, alpha=0.5, beta=2.0, bias=bias, activation="relu")
     assert err(got, want) < 1e-5
 print("out and epilogue ok")
-def expect(exc, words, x, y, **kw):
-    try:
-        numba_tc.gemm(x, y, "smem", **kw)
-    except exc as e:
-        assert words in str(e), (words, str(e))
-        print("raised", type(e).__name__)
-    else:
-        raise AssertionError(f"no error for {words}")
-expect(ValueError, "do not broadcast", r(3, m, k), r(2, k, n))
-expect(ValueError, "inner dimensions", r(3, m, k), r(3, k + 1, n))
-expect(ValueError, "one per column", a, b, bias=r(m))
-expect(ValueError, "c has shape", a, b, c=r(m, n), beta=1.0)
-expect(ValueError, "out has shape", a, b, out=np.zeros((nb, m, n + 1), np.float32))
-expect(ValueError, "2-D or 3-D", r(2, 2, m, k), b)
+expect(ValueError, "do not broadcast", r(3, m, k), r(2, k, n), "smem")
+expect(ValueError, "inner dimensions", r(3, m, k), r(3, k + 1, n), "smem")
+expect(ValueError, "one per column", a, b, "smem", bias=r(m))
+expect(ValueError, "c has shape", a, b, "smem", c=r(m, n), beta=1.0)
+expect(ValueError, "out has shape", a, b, "smem", out=np.zeros((nb, m, n + 1), np.float32))
+expect(ValueError, "2-D or 3-D", r(2, 2, m, k), b, "smem")
 @cuda.jit(device=True)
 def f(acc, row, col):
     return acc
-expect(ValueError, "needs the batched kernel", a, b, epilogue=f)
+expect(ValueError, "needs the batched kernel", a, b, "smem", epilogue=f)
 """
 
 
 def test_batched_in_simulator():
-    out = run_in_simulator(_CODE)
+    out = run_in_simulator(EXPECT + _CODE)
     assert out.count(" ok") == 13 and out.count("raised") == 7, out

@@ -3,7 +3,7 @@ c, bias per column and per row, each activation, a user's device function readin
 a scalar, against float64; and the bad-argument errors."""
 import pytest
 
-from conftest import run_in_simulator
+from conftest import EXPECT, run_in_simulator
 pytestmark = pytest.mark.sim
 
 _CODE = """
@@ -50,24 +50,16 @@ def test_bad_arguments_in_simulator():
 import numpy as np, numba_tc
 from numba import cuda
 a = np.ones((4, 3), np.float32); b = np.ones((3, 5), np.float32)
-def expect(exc, words, **kw):
-    try:
-        numba_tc.gemm(a, b, "smem", **kw)
-    except exc as e:
-        assert words in str(e), (words, str(e))
-        print("raised", type(e).__name__)
-    else:
-        raise AssertionError(f"no error for {kw}")
-expect(ValueError, "bias has length 6", bias=np.zeros(6, np.float32))
-expect(TypeError, "bias has dtype float64", bias=np.zeros(5))
-expect(ValueError, "must be 1-D", bias=np.zeros((5, 1), np.float32))
-expect(ValueError, "c has shape (4, 4)", c=np.zeros((4, 4), np.float32), beta=1.0)
-expect(ValueError, "no c was given", beta=1.0)
-expect(ValueError, "activation 'tanh'", activation="tanh")
-expect(TypeError, "numba.cuda.jit(device=True)", epilogue=lambda acc, r, c: acc)
-expect(ValueError, "without an epilogue", epilogue_args=(1.0,))
-expect(TypeError, "alpha must be a Python number", alpha=np.ones(2))
-expect(TypeError, "epilogue_args[0] is a str", epilogue=cuda.jit(device=True)(lambda acc, r, c, x: acc),
+expect(ValueError, "bias has length 6", a, b, "smem", bias=np.zeros(6, np.float32))
+expect(TypeError, "bias has dtype float64", a, b, "smem", bias=np.zeros(5))
+expect(ValueError, "must be 1-D", a, b, "smem", bias=np.zeros((5, 1), np.float32))
+expect(ValueError, "c has shape (4, 4)", a, b, "smem", c=np.zeros((4, 4), np.float32), beta=1.0)
+expect(ValueError, "no c was given", a, b, "smem", beta=1.0)
+expect(ValueError, "activation 'tanh'", a, b, "smem", activation="tanh")
+expect(TypeError, "numba.cuda.jit(device=True)", a, b, "smem", epilogue=lambda acc, r, c: acc)
+expect(ValueError, "without an epilogue", a, b, "smem", epilogue_args=(1.0,))
+expect(TypeError, "alpha must be a Python number", a, b, "smem", alpha=np.ones(2))
+expect(TypeError, "epilogue_args[0] is a str", a, b, "smem", epilogue=cuda.jit(device=True)(lambda acc, r, c, x: acc),
        epilogue_args=("no",))
 """
-    assert run_in_simulator(code).count("raised") == 10
+    assert run_in_simulator(EXPECT + code).count("raised") == 10
