@@ -116,8 +116,8 @@ MUTANTS = [
       extra=["-k", "column_major"]),
     # ---- gpu: tensor cores, Hopper pipelines, streams ------------------------------------------
     M("ignore stream=", "gpu", "numba_tc/api.py",
-      [("        st = runtime.stream_handle(stream) if stream is not None else runtime.current_stream(kind, call.device)",
-        "        st = runtime.current_stream(kind, call.device)")],
+      [("    return runtime.stream_handle(stream) if stream is not None else runtime.current_stream(kind, dev)",
+        "    return runtime.current_stream(kind, dev)")],
       ["tests/test_gpu_streams.py"], extra=["-k", "not hopper"]),
     M("launch on the legacy stream instead of the caller's", "gpu", "numba_tc/driver.py",
       [("    cu = _CU or _cu()\n    if cluster == 1:", "    cu = _CU or _cu()\n    stream = 0\n    if cluster == 1:")],
