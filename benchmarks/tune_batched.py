@@ -16,19 +16,21 @@ sys.path.insert(0, ROOT)
 SHAPES = ["512x1024x1024x128", "64x2048x2048x128", "512x1024x128x1024", "8x2048x4096x4096"]
 
 
-def candidates():
+def candidates(tiles=()):
+    """The top rung's non-cluster tiles (and ``tiles``, "BMxBN" made from its 128x128 one), each
+    with its own output ring and one twice as deep."""
     from numba_tc import hopper
-    out = []
-    for cfg in hopper.RUNG7_CONFIGS:
-        if cfg.cluster == 1:
-            out += [cfg, cfg.replace(epi_boxes=2 * cfg.epi_boxes)]
-    return out
+    cfgs = [cfg for cfg in hopper.RUNG7_CONFIGS if cfg.cluster == 1]
+    base = next(cfg for cfg in cfgs if (cfg.bm, cfg.bn) == (128, 128))
+    cfgs += [base.replace(bm=int(t.split("x")[0]), bn=int(t.split("x")[1])) for t in tiles]
+    return [c for cfg in cfgs for c in (cfg, cfg.replace(epi_boxes=2 * cfg.epi_boxes))]
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--shapes", nargs="+", default=SHAPES)
     p.add_argument("--budget", type=float, default=0.2)
+    p.add_argument("--tiles", nargs="*", default=[], help="more tiles, BMxBN (from the 128x128 configuration)")
     p.add_argument("--json")
     args = p.parse_args(argv)
     import torch
@@ -43,7 +45,7 @@ def main(argv=None):
         out, ref_out = (torch.empty(nb, m, n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
         ref = torch.bmm(a.double(), b.double())
         chosen = numba_tc.explain(a, b, out=out)
-        for cfg in candidates():
+        for cfg in candidates(args.tiles):
             v = numba_tc.variant_from(cfg, f"tb_{cfg.bm}x{cfg.bn}e{cfg.epi_boxes}", splits=1)
             path = numba_tc.explain(a, b, v, out=out)
             numba_tc.gemm(a, b, v, out=out)

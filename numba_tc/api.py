@@ -328,12 +328,14 @@ def _numba_error(e: Exception) -> bool:
 
 class _Call:
     """What a repeated call needs: the device, the plan (None for an empty problem; ``zero``:
-    K == 0, the result is zeros, before any epilogue), and how to make and check the result."""
-    __slots__ = ("device", "plan", "m", "n", "out_dtype", "spans", "zero")
+    K == 0, the result is zeros, before any epilogue), and how to make and check the result;
+    ``variant``: the variant asked for, held so that its id (in the call's key) is not reused."""
+    __slots__ = ("device", "plan", "m", "n", "out_dtype", "spans", "zero", "variant")
 
     def __init__(self, device, plan, m, n, out_dtype, spans, zero=False):
         self.device, self.plan, self.m, self.n, self.out_dtype, self.spans = device, plan, m, n, out_dtype, spans
         self.zero = zero
+        self.variant = None
 
 
 _CALLS: dict = {}
@@ -450,7 +452,7 @@ def _gemm_gpu(a, b, variant, out, out_dtype, stream, allow_tf32, kind, epi):
     fb, pb = operand_facts(b, array_kind(b)) if array_kind(b) == kind else (None, 0)
     fo, po = (None, 0) if out is None or array_kind(out) != kind else operand_facts(out, kind)
     # (a Variant object by identity: two may differ only in their planner; the cached call holds
-    # it, so its id is not reused while the entry lives)
+    # it (``_Call.variant``), so its id is not reused while the entry lives)
     key = (variant if isinstance(variant, str) else id(variant), out_dtype, allow_tf32,
            kind, fa, fb, fo, out is None, None if epi is None else epi.key)
     try:
@@ -459,6 +461,7 @@ def _gemm_gpu(a, b, variant, out, out_dtype, stream, allow_tf32, kind, epi):
         call, key = None, None
     if call is None:
         call = _prepare(a, b, variant, out, out_dtype, allow_tf32, kind, epi)
+        call.variant = variant
         if key is not None:
             if len(_CALLS) >= CALL_CACHE_SIZE:
                 _CALLS.clear()
@@ -517,11 +520,14 @@ def _batched_launch(a0, b0, o0, variant, out_dtype, allow_tf32, bt, epi_kw, rows
     key = (variant if isinstance(variant, str) else id(variant), out_dtype, allow_tf32, kind, bt,
            operand_facts(a0, kind)[0], operand_facts(b0, kind)[0], operand_facts(o0, kind)[0],
            None if epi is None else epi.key)
-    plan = _BATCHED.get(key, _BATCHED)
+    # (the entry holds the variant, so that a Variant object's id is not reused while it lives:
+    # a new variant at a freed one's address would find its plan)
+    _, plan = _BATCHED.get(key, (None, _BATCHED))
     if plan is _BATCHED:                          # a miss (None is a cached "no batched kernel")
         if len(_BATCHED) >= CALL_CACHE_SIZE:
             _BATCHED.clear()
-        plan = _BATCHED[key] = _batched_plan(pr or _Problem(a0, b0, variant, o0, out_dtype, allow_tf32), a0, b0, o0, bt, epi)
+        plan = _batched_plan(pr or _Problem(a0, b0, variant, o0, out_dtype, allow_tf32), a0, b0, o0, bt, epi)
+        _BATCHED[key] = (variant, plan)
     if plan is None:
         return None
 

@@ -202,3 +202,32 @@ def test_fresh_process_cold_then_warm_cache(variant, dtype, tol, tmp_path):
     assert all(r["rel_err"] < tol for r in runs)
     assert runs[1]["seconds"] < runs[0]["seconds"]        # the second process loads, not compiles
     assert os.listdir(tmp_path)
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_a_dropped_variant_does_not_lend_its_plan(batched):
+    # The call caches key a Variant object by its id. A loop that makes, uses and drops variants
+    # (tuning with variant_from) gets recycled addresses: each call must still run the variant it
+    # was given, not the cached plan of a dead one that had the same id.
+    if not _sm90():
+        pytest.skip("needs an sm_90 GPU (the Hopper tiles)")
+    from numba_tc import api, hopper
+    cfgs = [c for c in hopper.RUNG7_CONFIGS if c.cluster == 1]
+    shape = (4, 256, 128) if batched else (256, 128)
+    a = torch.randn(*shape, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(*shape[:-2], 128, 256, device="cuda", dtype=torch.bfloat16)
+    ids = set()
+    for i in range(24):
+        cfg = cfgs[i % len(cfgs)]
+        v = numba_tc.variant_from(cfg, f"idtest{i}", splits=1)
+        ids.add(id(v))
+        out = numba_tc.gemm(a, b, v)
+        assert float((out.double() - a.double() @ b.double()).norm() / (a.double() @ b.double()).norm()) < 1e-2
+        if batched:
+            plans = [p for key, (_, p) in api._BATCHED.items() if key[0] == id(v)]
+            assert len(plans) == 1 and plans[0].variant == v.name, [p.describe() for p in plans]
+        else:
+            calls = [c for key, c in api._CALLS.items() if key[0] == id(v)]
+            assert len(calls) == 1 and calls[0].plan.variant == v.name, [c.plan.variant for c in calls]
+        del v, out
+    assert len(ids) == 24
