@@ -734,8 +734,8 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
 
 
 # A batched product of one or two K slices per tile (attention's Q K^T) is bound by storing C:
-# there 128x128 tiles (with their own 2-box output ring) measured fastest
-# (benchmarks/results/tune_batched_h100.json); other batched shapes follow the cost model.
+# there 128x128 tiles with every output box of a consumer in flight at once (4, not 2) measured
+# steadiest (benchmarks/NOTES.md, sessions 13-14); other batched shapes follow the cost model.
 SHORT_K_TILE = (128, 128)
 
 
@@ -753,7 +753,7 @@ def _batched_steps(cfgs, a, b, c, dev, epi, batch, resident):
     m, n, kk = c.rows, c.cols, a.cols
     small = [cfg for cfg in pool if (cfg.bm, cfg.bn) == SHORT_K_TILE]
     if cdiv(kk, pool[0].bk) <= 2 and small:
-        cfg = small[0]
+        cfg = small[0].replace(epi_boxes=2 * small[0].epi_boxes)
     else:
         cfg, _ = pick_config(pool, m * batch.count, n, kk, False, driver.sm_count(dev), False, c.itemsize)
     ec = output_map(cfg, c)
