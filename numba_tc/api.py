@@ -328,14 +328,32 @@ def _numba_error(e: Exception) -> bool:
 
 class _Call:
     """What a repeated call needs: the device, the plan (None for an empty problem; ``zero``:
-    K == 0, the result is zeros, before any epilogue), and how to make and check the result;
-    ``variant``: the variant asked for, held so that its id (in the call's key) is not reused."""
-    __slots__ = ("device", "plan", "m", "n", "out_dtype", "spans", "zero", "variant")
+    K == 0, the result is zeros, before any epilogue), and how to make and check the result."""
+    __slots__ = ("device", "plan", "m", "n", "out_dtype", "spans", "zero")
 
     def __init__(self, device, plan, m, n, out_dtype, spans, zero=False):
         self.device, self.plan, self.m, self.n, self.out_dtype, self.spans = device, plan, m, n, out_dtype, spans
         self.zero = zero
-        self.variant = None
+
+
+class _Same:
+    """A Variant object as part of a cache key: equal only to itself (two variants may differ only
+    in their planner), and held by the key, so that its id is never reused by a new variant while
+    the entry lives (a dropped variant's plan would run for it)."""
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __hash__(self):
+        return id(self.obj)
+
+    def __eq__(self, other):
+        return isinstance(other, _Same) and other.obj is self.obj
+
+
+def _variant_key(variant):
+    return variant if isinstance(variant, str) else _Same(variant)
 
 
 _CALLS: dict = {}
@@ -451,9 +469,7 @@ def _gemm_gpu(a, b, variant, out, out_dtype, stream, allow_tf32, kind, epi):
     fa, pa = operand_facts(a, kind)
     fb, pb = operand_facts(b, array_kind(b)) if array_kind(b) == kind else (None, 0)
     fo, po = (None, 0) if out is None or array_kind(out) != kind else operand_facts(out, kind)
-    # (a Variant object by identity: two may differ only in their planner; the cached call holds
-    # it (``_Call.variant``), so its id is not reused while the entry lives)
-    key = (variant if isinstance(variant, str) else id(variant), out_dtype, allow_tf32,
+    key = (_variant_key(variant), out_dtype, allow_tf32,
            kind, fa, fb, fo, out is None, None if epi is None else epi.key)
     try:
         call = _CALLS.get(key)
@@ -461,7 +477,6 @@ def _gemm_gpu(a, b, variant, out, out_dtype, stream, allow_tf32, kind, epi):
         call, key = None, None
     if call is None:
         call = _prepare(a, b, variant, out, out_dtype, allow_tf32, kind, epi)
-        call.variant = variant
         if key is not None:
             if len(_CALLS) >= CALL_CACHE_SIZE:
                 _CALLS.clear()
@@ -517,17 +532,14 @@ def _batched_launch(a0, b0, o0, variant, out_dtype, allow_tf32, bt, epi_kw, rows
     if not is_plain(*(epi_kw[k] for k in ("c", "alpha", "beta", "bias", "activation", "epilogue"))):
         pr = _Problem(a0, b0, variant, o0, out_dtype, allow_tf32)
         epi = bind(kind, rows, pr.n, pr.dtype, pr.out_dtype, pr.device, **epi_kw)
-    key = (variant if isinstance(variant, str) else id(variant), out_dtype, allow_tf32, kind, bt,
+    key = (_variant_key(variant), out_dtype, allow_tf32, kind, bt,
            operand_facts(a0, kind)[0], operand_facts(b0, kind)[0], operand_facts(o0, kind)[0],
            None if epi is None else epi.key)
-    # (the entry holds the variant, so that a Variant object's id is not reused while it lives:
-    # a new variant at a freed one's address would find its plan)
-    _, plan = _BATCHED.get(key, (None, _BATCHED))
+    plan = _BATCHED.get(key, _BATCHED)
     if plan is _BATCHED:                          # a miss (None is a cached "no batched kernel")
         if len(_BATCHED) >= CALL_CACHE_SIZE:
             _BATCHED.clear()
-        plan = _batched_plan(pr or _Problem(a0, b0, variant, o0, out_dtype, allow_tf32), a0, b0, o0, bt, epi)
-        _BATCHED[key] = (variant, plan)
+        plan = _BATCHED[key] = _batched_plan(pr or _Problem(a0, b0, variant, o0, out_dtype, allow_tf32), a0, b0, o0, bt, epi)
     if plan is None:
         return None
 
