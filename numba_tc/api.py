@@ -26,7 +26,7 @@ from . import arrays, batch, driver, runtime
 from .arrays import array_kind, as_matrix, dtype_name
 from .config import MmaConfig, SimtConfig, Variant, WgmmaConfig
 from .epilogue import PLAIN
-from .epilogue_args import bind, is_plain
+from .epilogue_args import bind, is_plain, runtime_values
 from .errors import CaptureError, EpilogueError, NoGPUError, UnsupportedDeviceError
 from .intrinsics import SIMULATOR
 from .plan import Plan
@@ -329,11 +329,12 @@ def _numba_error(e: Exception) -> bool:
 class _Call:
     """What a repeated call needs: the device, the plan (None for an empty problem; ``zero``:
     K == 0, the result is zeros, before any epilogue), and how to make and check the result."""
-    __slots__ = ("device", "plan", "m", "n", "out_dtype", "spans", "zero")
+    __slots__ = ("device", "plan", "m", "n", "out_dtype", "spans", "zero", "epi")
 
     def __init__(self, device, plan, m, n, out_dtype, spans, zero=False):
         self.device, self.plan, self.m, self.n, self.out_dtype, self.spans = device, plan, m, n, out_dtype, spans
         self.zero = zero
+        self.epi = None           # the epilogue without its arrays (``Bound.fixed``), or None
 
 
 class _Same:
@@ -358,6 +359,45 @@ def _variant_key(variant):
 
 _CALLS: dict = {}
 CALL_CACHE_SIZE = 4096
+
+
+_UNKEYED = object()     # an epilogue whose facts could not be read: checked by ``bind`` every call
+_NUMBERS = (int, float, np.float32, np.float64)
+
+
+def _epilogue_facts(kind, c, alpha, beta, bias, activation, epilogue, epilogue_args) -> tuple:
+    """(key, run) of a call's epilogue on GPU arrays: ``key``, what decides its checks and kernel
+    (its arrays' facts and kinds, which of alpha and beta differ from 1 and 0, the activation,
+    the function, the types of its numbers); ``run``, what may change between calls with the
+    same key (``epilogue_args.runtime_values``). (_UNKEYED, None) for arguments ``bind`` would
+    refuse, whose errors it then gives."""
+    try:
+        if type(alpha) not in _NUMBERS or type(beta) not in _NUMBERS:
+            return _UNKEYED, None
+        fc = fb = None
+        pc = pb = 0
+        if c is not None and beta != 0.0:
+            fc, pc = operand_facts(c, kind)
+            fc = (type(c), fc)
+        if bias is not None:
+            fb, pb = operand_facts(bias, kind)
+            fb = (type(bias), fb)
+        ukey, urun = [], []
+        for x in epilogue_args:
+            t = type(x)
+            if t in _NUMBERS or t is bool:
+                ukey.append(t)
+                urun.append(x)
+            else:
+                f, p = operand_facts(x, kind)
+                ukey.append((t, f))
+                urun.append(p)
+        key = (alpha != 1.0, beta != 0.0, fc, fb, activation, None if epilogue is None else _Same(epilogue),
+               type(epilogue_args), tuple(ukey))
+        hash(key)
+    except Exception:             # (an argument of the wrong kind, unhashable, ...)
+        return _UNKEYED, None
+    return key, runtime_values(pc, pb, alpha, beta, urun)
 
 
 def operand_facts(x, kind: str) -> tuple:
@@ -449,35 +489,40 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
                                  c=c, alpha=alpha, beta=beta, bias=bias, activation=activation, epilogue=epilogue,
                                  epilogue_args=epilogue_args)
     kind = array_kind(a)
-    epi = None
+    epi_args = None
     if not is_plain(c, alpha, beta, bias, activation, epilogue):
         epi_args = (c, alpha, beta, bias, activation, epilogue, epilogue_args)
         if kind == "numpy" or SIMULATOR:
             return _gemm_copying(a, b, variant, out, out_dtype, stream, allow_tf32, epi_args)
-        pr = _Problem(a, b, variant, out, out_dtype, allow_tf32)
-        epi = bind(kind, pr.m, pr.n, pr.dtype, pr.out_dtype, pr.device, *epi_args)
     elif epilogue_args:
         raise ValueError("epilogue_args were given without an epilogue function")
     elif kind == "numpy" or SIMULATOR:
         return _gemm_copying(a, b, variant, out, out_dtype, stream, allow_tf32)
-    return _gemm_gpu(a, b, variant, out, out_dtype, stream, allow_tf32, kind, epi)
+    return _gemm_gpu(a, b, variant, out, out_dtype, stream, allow_tf32, kind, epi_args)
 
 
-def _gemm_gpu(a, b, variant, out, out_dtype, stream, allow_tf32, kind, epi):
-    """A call on GPU arrays (``epi``: its bound epilogue, or None): the cached call for these
-    operands' facts (planned on a miss), the result, the launches on the caller's stream."""
+def _gemm_gpu(a, b, variant, out, out_dtype, stream, allow_tf32, kind, epi_args):
+    """A call on GPU arrays (``epi_args``: its epilogue's arguments, or None): the cached call for
+    these operands' facts (checked and planned on a miss), the result, the launches on the
+    caller's stream."""
     fa, pa = operand_facts(a, kind)
     fb, pb = operand_facts(b, array_kind(b)) if array_kind(b) == kind else (None, 0)
     fo, po = (None, 0) if out is None or array_kind(out) != kind else operand_facts(out, kind)
-    key = (_variant_key(variant), out_dtype, allow_tf32,
-           kind, fa, fb, fo, out is None, None if epi is None else epi.key)
+    ekey, run = (None, None) if epi_args is None else _epilogue_facts(kind, *epi_args)
+    key = (_variant_key(variant), out_dtype, allow_tf32, kind, fa, fb, fo, out is None, ekey)
     try:
-        call = _CALLS.get(key)
+        call = None if ekey is _UNKEYED else _CALLS.get(key)
     except TypeError:                             # an unhashable argument: checked below
         call, key = None, None
     if call is None:
+        epi = None
+        if epi_args is not None:                  # checked, described; the cache keeps it without arrays
+            pr = _Problem(a, b, variant, out, out_dtype, allow_tf32)
+            epi = bind(kind, pr.m, pr.n, pr.dtype, pr.out_dtype, pr.device, *epi_args)
+            run = epi.run
         call = _prepare(a, b, variant, out, out_dtype, allow_tf32, kind, epi)
-        if key is not None:
+        call.epi = None if epi is None else epi.fixed()
+        if key is not None and ekey is not _UNKEYED:
             if len(_CALLS) >= CALL_CACHE_SIZE:
                 _CALLS.clear()
             _CALLS[key] = call
@@ -492,12 +537,12 @@ def _gemm_gpu(a, b, variant, out, out_dtype, stream, allow_tf32, kind, epi):
             po = arrays.address(out, kind)
         if call.plan is None:                     # an empty problem: zeros, or nothing to do
             if call.zero:
-                if epi is not None:
+                if epi_args is not None:
                     raise ValueError("K == 0 with an epilogue: the product is empty; apply the "
                                      "epilogue to zeros directly")
                 _zero_fill(out, kind)
             return out
-        call.plan.run(_values(pa, pb, po, epi, call.plan), st)
+        call.plan.run(_values(pa, pb, po, call.epi, run, call.plan), st)
     return out
 
 
@@ -528,25 +573,28 @@ def _batched_launch(a0, b0, o0, variant, out_dtype, allow_tf32, bt, epi_kw, rows
     kind = array_kind(a0)
     if kind == "numpy" or SIMULATOR:
         return None
-    pr = epi = None
-    if not is_plain(*(epi_kw[k] for k in ("c", "alpha", "beta", "bias", "activation", "epilogue"))):
-        pr = _Problem(a0, b0, variant, o0, out_dtype, allow_tf32)
-        epi = bind(kind, rows, pr.n, pr.dtype, pr.out_dtype, pr.device, **epi_kw)
+    epi_args = tuple(epi_kw[k] for k in ("c", "alpha", "beta", "bias", "activation", "epilogue", "epilogue_args"))
+    ekey, erun = (None, None) if is_plain(*epi_args[:6]) else _epilogue_facts(kind, *epi_args)
     key = (_variant_key(variant), out_dtype, allow_tf32, kind, bt,
-           operand_facts(a0, kind)[0], operand_facts(b0, kind)[0], operand_facts(o0, kind)[0],
-           None if epi is None else epi.key)
-    plan = _BATCHED.get(key, _BATCHED)
-    if plan is _BATCHED:                          # a miss (None is a cached "no batched kernel")
-        if len(_BATCHED) >= CALL_CACHE_SIZE:
-            _BATCHED.clear()
-        plan = _BATCHED[key] = _batched_plan(pr or _Problem(a0, b0, variant, o0, out_dtype, allow_tf32), a0, b0, o0, bt, epi)
+           operand_facts(a0, kind)[0], operand_facts(b0, kind)[0], operand_facts(o0, kind)[0], ekey)
+    hit = _BATCHED.get(key) if ekey is not _UNKEYED else None
+    if hit is None:                               # a miss (a cached (None, None): no batched kernel)
+        pr = _Problem(a0, b0, variant, o0, out_dtype, allow_tf32)
+        epi = None if ekey is None else bind(kind, rows, pr.n, pr.dtype, pr.out_dtype, pr.device, *epi_args)
+        erun = None if epi is None else epi.run
+        hit = (_batched_plan(pr, a0, b0, o0, bt, epi), None if epi is None else epi.fixed())
+        if ekey is not _UNKEYED:
+            if len(_BATCHED) >= CALL_CACHE_SIZE:
+                _BATCHED.clear()
+            _BATCHED[key] = hit
+    plan, epi = hit
     if plan is None:
         return None
 
     def run(a0, b0, o0, stream):
         with driver.on_device(plan.device):
             p = (arrays.address(x, kind) for x in (a0, b0, o0))
-            plan.run(_values(*p, epi, plan), _stream(kind, plan.device, stream))
+            plan.run(_values(*p, epi, erun, plan), _stream(kind, plan.device, stream))
     run.describe = plan.describe
     return run
 
@@ -556,9 +604,10 @@ def _stream(kind: str, dev: int, stream) -> int:
     return runtime.stream_handle(stream) if stream is not None else runtime.current_stream(kind, dev)
 
 
-def _values(pa: int, pb: int, pc: int, epi, plan) -> tuple:
-    """A plan's run-time values: the operands' addresses, then the epilogue's (``epi``: bound)."""
-    return (pa, pb, pc) + ((0,) if epi is None else epi.values(plan.epilogue))
+def _values(pa: int, pb: int, pc: int, epi, run, plan) -> tuple:
+    """A plan's run-time values: the operands' addresses, then the epilogue's (``epi``: bound,
+    ``run``: this call's ``runtime_values``)."""
+    return (pa, pb, pc) + ((0,) if epi is None else epi.values(plan.epilogue, run))
 
 
 def _batched_plan(pr, a0, b0, o0, bt, epi):
@@ -686,7 +735,7 @@ def _gemm_copying(a, b, variant, out, out_dtype, stream, allow_tf32, epi_args=No
                                                    stream=nst)
         plan = pr.plan(A, B, C, epi)
         handle = (lambda x: x.data) if SIMULATOR else (lambda x: x.ptr)
-        plan.run(_values(handle(A), handle(B), handle(C), epi, plan), st)
+        plan.run(_values(handle(A), handle(B), handle(C), epi, None, plan), st)
         if kind == "numpy":
             host = arrays.to_host(dev_out, pr.out_dtype, stream=nst)
             if not SIMULATOR:

@@ -5,7 +5,7 @@ into the run-time values the kernel receives (``Epilogue.slots``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Tuple
 
 import numpy as np
@@ -29,42 +29,53 @@ def is_plain(c, alpha, beta, bias, activation, epilogue) -> bool:
 @dataclass
 class Bound:
     """A call's epilogue: ``spec`` in the user's coordinates, ``key`` (what of it decides the
-    plan), and what ``values`` needs: the matrices (``arrays.Matrix``) of c and bias, alpha,
-    beta, the user's arguments (matrices of arrays, or scalars)."""
+    plan), what stays fixed for every call with arrays of the same facts (m, n, c's leading
+    dimension, the user arrays' shapes and byte strides), and ``run``: this call's run-time values
+    (``runtime_values``). ``keep``: the device copies of NumPy arguments, alive while it runs."""
     spec: Epilogue
     key: tuple
     m: int
     n: int
-    c: Any = None
-    bias: Any = None
-    alpha: float = 1.0
-    beta: float = 0.0
-    user: Tuple[Any, ...] = ()
+    ldc: int = 0
+    user_shapes: Tuple[Any, ...] = ()
+    run: Any = None
+    keep: Tuple[Any, ...] = ()
 
-    def values(self, spec: Epilogue) -> tuple:
+    def values(self, spec: Epilogue, run=None) -> tuple:
         """The run-time values of ``spec`` (this epilogue, flipped when the kernel computes C^T)
-        in the order of ``spec.slots()``: int64s, or arrays and numbers under the simulator."""
+        in the order of ``spec.slots()``: int64s, or arrays and numbers under the simulator.
+        ``run``: another call's ``runtime_values`` with arrays of the same facts (default: this
+        call's)."""
         if spec.plain:
             return (0,)
+        c, bias, alpha, beta, user = self.run if run is None else run
         m, n = (self.n, self.m) if spec.swap else (self.m, self.n)
         out = [m, n]
-        handle = _handle
         if spec.alpha:
-            out.append(self.alpha if SIMULATOR else float_bits(self.alpha))
+            out.append(alpha if SIMULATOR else float_bits(alpha))
         if spec.c is not None:
-            out += [handle(self.c), self.c.ld, self.beta if SIMULATOR else float_bits(self.beta)]
+            out += [c, self.ldc, beta if SIMULATOR else float_bits(beta)]
         if spec.bias is not None:
-            out.append(handle(self.bias))
-        for kind, v in zip(spec.user.args if spec.user else (), self.user):
+            out.append(bias)
+        for kind, v, fixed in zip(spec.user.args if spec.user else (), user, self.user_shapes):
             if kind[0] == "array":
-                ptr, shape, strides = v[:3]
-                out.append(ptr)
-                out += list(shape) + list(strides)
+                out.append(v)
+                out += list(fixed[0]) + list(fixed[1])
             elif kind[0] in ("f32", "f64"):
-                out.append(v if SIMULATOR else float_bits(v, kind[0]))
+                out.append(float(v) if SIMULATOR else float_bits(float(v), kind[0]))
             else:
                 out.append(int(v))
         return tuple(out)
+
+    def fixed(self) -> "Bound":
+        """This epilogue without its call's arrays: what a cache may keep for later calls."""
+        return replace(self, run=None, keep=())
+
+
+def runtime_values(c, bias, alpha, beta, user) -> tuple:
+    """What ``Bound.values`` takes per call: (c's address, bias's address, alpha, beta, per user
+    argument an array's address or a number); addresses are arrays under the simulator."""
+    return (c, bias, float(alpha), float(beta), tuple(user))
 
 
 def _handle(mat):
@@ -105,7 +116,11 @@ def bind(kind: str, m: int, n: int, dtype: str, out_dtype: str, device, c, alpha
         raise ValueError("epilogue_args were given without an epilogue function")
     spec = Epilogue(float(alpha) != 1.0, c_spec, bias_spec, activation, user,
                     fast=dtype in ("float16", "bfloat16"))
-    return Bound(spec, tuple(key), m, n, cm, bm, float(alpha), float(beta), uvals)
+    run = runtime_values(None if cm is None else _handle(cm), None if bm is None else _handle(bm), alpha, beta,
+                         (v[0] if isinstance(v, tuple) else v for v in uvals))
+    return Bound(spec, tuple(key), m, n, 0 if cm is None else cm.ld,
+                 tuple((v[1], v[2]) if isinstance(v, tuple) else None for v in uvals), run,
+                 keep=(cm, bm) + tuple(v[3:] for v in uvals if isinstance(v, tuple)))
 
 
 def _on_device(x, name: str, kind: str, device):

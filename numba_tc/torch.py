@@ -42,7 +42,7 @@ from torch import Tensor, nn
 from . import api
 from .config import Variant
 
-__all__ = ["gemm", "linear", "Linear", "patch", "unpatch", "patched", "needs_operator", "BIAS_FUSE_MIN_ROWS"]
+__all__ = ["gemm", "linear", "Linear", "patch", "unpatch", "patched", "needs_operator"]
 
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 _VARIANTS: dict = {}             # Variant objects passed by object (the schema takes a name)
@@ -108,21 +108,25 @@ def _act_grad(z: Tensor, g: Tensor, activation: str) -> Tensor:
     raise ValueError(f"activation {activation!r} is not one of {', '.join(map(repr, ACTIVATIONS))}")
 
 
-def _backward(ctx, grad):
+def _backward(ctx, grad, direct: bool = False):
+    """The gradients (the operator's formula, and ``_Function``'s). ``direct``: the products run
+    numba_tc directly (``_eager``), for real CUDA tensors outside torch.compile when no graph of
+    the backward is being built; otherwise through the operator (traceable, differentiable)."""
     a, b, c, bias = ctx.saved_tensors
     alpha, beta, activation, out_dtype, variant, allow_tf32 = ctx.args
     need_a, need_b, need_c, need_bias = ctx.needs_input_grad[:4]
+    mm = _eager if direct and not torch.is_grad_enabled() else _gemm_op
     gz = grad
     if activation is not None:                 # the pre-activation, again (fp32), and act'(z)
-        z = _gemm_op(a, b, c, bias, alpha, beta, None, torch.float32, variant, allow_tf32)
+        z = mm(a, b, c, bias, alpha, beta, None, torch.float32, variant, allow_tf32)
         gz = _act_grad(z, grad, activation)
     ga = gb = gc = gbias = None
     if need_a or need_b:
         g = _gemmable(gz if gz.dtype == a.dtype else gz.to(a.dtype))
         if need_a:                             # dA = alpha dZ @ B^T (B^T: a view of b)
-            ga = _gemm_op(g, _gemmable(b.mT), None, None, alpha, 0.0, None, a.dtype, variant, allow_tf32)
+            ga = mm(g, _gemmable(b.mT), None, None, alpha, 0.0, None, a.dtype, variant, allow_tf32)
         if need_b:                             # dB = alpha A^T @ dZ
-            gb = _gemm_op(_gemmable(a.mT), g, None, None, alpha, 0.0, None, b.dtype, variant, allow_tf32)
+            gb = mm(_gemmable(a.mT), g, None, None, alpha, 0.0, None, b.dtype, variant, allow_tf32)
     if need_c and c is not None:
         gc = (gz * beta).to(c.dtype)
     if need_bias and bias is not None:
@@ -131,6 +135,32 @@ def _backward(ctx, grad):
 
 
 _gemm_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+class _Function(torch.autograd.Function):
+    """The operator's autograd formula as a ``torch.autograd.Function``, for eager calls on CUDA
+    tensors: the same products and gradients, without the dispatcher's round trip through
+    Python for the operator and its backward, which cost more host time than the products of
+    a GPT-2 layer take on the GPU (benchmarks/NOTES.md, session 15)."""
+
+    @staticmethod
+    def forward(ctx, *args):
+        y = _eager(*args)
+        _setup_context(ctx, args, y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _backward(ctx, grad, direct=True)
+
+
+def _apply(a, b, c, bias, alpha, beta, activation, out_dtype, variant, allow_tf32):
+    """The product, with its gradient: through the operator under torch.compile and for tensors
+    that are not on a GPU (meta and fake tensors: its fake implementation), else ``_Function``."""
+    if torch.compiler.is_compiling() or not (a.is_cuda and b.is_cuda):
+        return gemm_op(a, b, c, bias, alpha, beta, activation, out_dtype, variant, allow_tf32)
+    return _Function.apply(a, b, c, bias, alpha, beta, activation, out_dtype, variant, allow_tf32)
+
 
 #: the operator itself: ``torch.ops.numba_tc.gemm``
 gemm_op = torch.ops.numba_tc.gemm
@@ -197,8 +227,8 @@ def gemm(a, b, variant="auto", *, out=None, out_dtype=None, stream=None, allow_t
         c = None                               # (api ignores c without beta)
     elif c is None:
         raise ValueError(f"beta={beta} scales c, but no c was given")
-    y = gemm_op(a, b, c, bias, float(alpha), float(beta), activation, _out_dtype(out_dtype),
-                _variant_name(variant), bool(allow_tf32))
+    y = _apply(a, b, c, bias, float(alpha), float(beta), activation, _out_dtype(out_dtype),
+               _variant_name(variant), bool(allow_tf32))
     if out is not None:
         out.copy_(y)
         return out
@@ -206,12 +236,6 @@ def gemm(a, b, variant="auto", *, out=None, out_dtype=None, stream=None, allow_t
 
 
 # --- nn.Linear -------------------------------------------------------------------------------
-
-#: below this many rows (tokens) an inference call adds the bias with torch after the product
-#: instead of fusing it: a fused epilogue's arguments are checked on every call, which costs more
-#: host time than the add's launch where the GPU work is small (decoding).
-BIAS_FUSE_MIN_ROWS = 256
-
 
 def _cast_dtype(x: Tensor):
     """The CUDA autocast dtype when autocast is on for CUDA (numba_tc's tensors), else None."""
@@ -256,14 +280,11 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, weight_i
     lead = x.shape[:-1]
     x2 = _rows(x)
     w = weight if weight_in_out else weight.mT          # (in, out); W^T is a column-major view
-    rows = x2.shape[0]
     allow_tf32 = x2.dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32
-    if bias is None:
-        y = api.gemm(x2, w, variant, allow_tf32=allow_tf32)
-    elif rows >= BIAS_FUSE_MIN_ROWS or needs_operator(x2, w, None, bias):
-        y = api.gemm(x2, w, variant, allow_tf32=allow_tf32, bias=bias)
+    if needs_operator(x2, w, None, bias):
+        y = _apply(x2, w, None, bias, 1.0, 0.0, None, None, _variant_name(variant), allow_tf32)
     else:
-        y = api.gemm(x2, w, variant, allow_tf32=allow_tf32).add_(bias)
+        y = api.gemm(x2, w, variant, allow_tf32=allow_tf32, bias=bias)
     return y.view(*lead, y.shape[-1])
 
 

@@ -127,6 +127,38 @@ def test_c_is_out_accumulates_in_place():
     _check(acc, start + 3 * (a.double() @ b.double()), 1e-5, "c=out accumulated three times")
 
 
+@pytest.mark.parametrize("variant", ["hopper", "warptile"])
+def test_a_repeated_call_takes_its_own_arrays_and_numbers(variant):
+    """Calls whose epilogue arguments have the same facts share one cached, checked call: each
+    still reads its own c, bias, alpha, beta, user arrays and numbers, and the cache keeps none of
+    the arrays alive."""
+    import gc
+    import weakref
+    if variant == "hopper" and not _sm90():
+        pytest.skip("wgmma needs an sm_90 GPU")
+    dt = torch.bfloat16 if variant == "hopper" else torch.float32
+    g = torch.Generator(device="cuda").manual_seed(11)
+    m, n, k = 200, 136, 72
+    a, b = _operand(m, k, False, dt, g), _operand(k, n, True, dt, g)
+    ab = a.double() @ b.double()
+    for i, (alpha, beta, scale) in enumerate([(1.5, 0.5, 0.25), (-0.5, 2.0, 3.0), (1.5, 0.5, -1.0)]):
+        c = torch.randn(m, n, device="cuda", dtype=torch.float32, generator=g)
+        bias = torch.randn(n, device="cuda", dtype=dt, generator=g)
+        res = torch.randn(m, n, device="cuda", dtype=torch.float32, generator=g)
+        out = _poisoned(m, n, torch.float32, False)
+        numba_tc.gemm(a, b, variant=variant, out=out, c=c, alpha=alpha, beta=beta, bias=bias, activation="relu",
+                      epilogue=scaled_residual, epilogue_args=(res, scale))
+        ref = torch.relu(alpha * ab + beta * c.double() + bias.double()) + scale * res.double()
+        _check(out, ref, 1e-5, f"call {i}")
+        gone = [weakref.ref(x) for x in (c, bias, res)]
+        del c, bias, res
+        torch.cuda.synchronize()
+        gc.collect()
+        assert all(r() is None for r in gone), "the call cache keeps an epilogue array alive"
+    with pytest.raises(ValueError, match="bias has length 5"):     # other facts: checked again
+        numba_tc.gemm(a, b, variant=variant, bias=torch.zeros(5, device="cuda", dtype=dt))
+
+
 def test_graph_replay_with_new_epilogue_values():
     """A captured call reads its bias and residual through the addresses captured: writing new
     values into those buffers changes the replay's result."""
