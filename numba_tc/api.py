@@ -370,10 +370,10 @@ def _epilogue_facts(kind, c, alpha, beta, bias, activation, epilogue, epilogue_a
     (its arrays' facts and kinds, which of alpha and beta differ from 1 and 0, the activation,
     the function, the types of its numbers); ``run``, what may change between calls with the
     same key (``epilogue_args.runtime_values``). (_UNKEYED, None) for arguments ``bind`` would
-    refuse, whose errors it then gives."""
+    refuse, whose errors it then gives. (An unhashable key: ``_gemm_gpu`` does not cache it.)"""
+    if type(alpha) not in _NUMBERS or type(beta) not in _NUMBERS:
+        return _UNKEYED, None
     try:
-        if type(alpha) not in _NUMBERS or type(beta) not in _NUMBERS:
-            return _UNKEYED, None
         fc = fb = None
         pc = pb = 0
         if c is not None and beta != 0.0:
@@ -392,11 +392,10 @@ def _epilogue_facts(kind, c, alpha, beta, bias, activation, epilogue, epilogue_a
                 f, p = operand_facts(x, kind)
                 ukey.append((t, f))
                 urun.append(p)
-        key = (alpha != 1.0, beta != 0.0, fc, fb, activation, None if epilogue is None else _Same(epilogue),
-               type(epilogue_args), tuple(ukey))
-        hash(key)
-    except Exception:             # (an argument of the wrong kind, unhashable, ...)
+    except Exception:             # (an argument of another kind, ...)
         return _UNKEYED, None
+    key = (alpha != 1.0, beta != 0.0, fc, fb, activation, None if epilogue is None else _Same(epilogue),
+           type(epilogue_args), tuple(ukey))
     return key, runtime_values(pc, pb, alpha, beta, urun)
 
 
@@ -484,11 +483,11 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
         return _gemm_batched(a, b, variant, out, out_dtype, stream, allow_tf32, dict(
             c=c, alpha=alpha, beta=beta, bias=bias, activation=activation, epilogue=epilogue,
             epilogue_args=epilogue_args))
-    if type(a).__module__.startswith("torch") and needs_torch_operator(a, b, c, bias):
+    kind = array_kind(a)
+    if kind == "torch" and needs_torch_operator(a, b, c, bias):
         return _torch_ops().gemm(a, b, variant, out=out, out_dtype=out_dtype, stream=stream, allow_tf32=allow_tf32,
                                  c=c, alpha=alpha, beta=beta, bias=bias, activation=activation, epilogue=epilogue,
                                  epilogue_args=epilogue_args)
-    kind = array_kind(a)
     epi_args = None
     if not is_plain(c, alpha, beta, bias, activation, epilogue):
         epi_args = (c, alpha, beta, bias, activation, epilogue, epilogue_args)
@@ -577,7 +576,10 @@ def _batched_launch(a0, b0, o0, variant, out_dtype, allow_tf32, bt, epi_kw, rows
     ekey, erun = (None, None) if is_plain(*epi_args[:6]) else _epilogue_facts(kind, *epi_args)
     key = (_variant_key(variant), out_dtype, allow_tf32, kind, bt,
            operand_facts(a0, kind)[0], operand_facts(b0, kind)[0], operand_facts(o0, kind)[0], ekey)
-    hit = _BATCHED.get(key) if ekey is not _UNKEYED else None
+    try:
+        hit = _BATCHED.get(key) if ekey is not _UNKEYED else None
+    except TypeError:                             # an unhashable argument: not cached
+        hit, ekey = None, _UNKEYED
     if hit is None:                               # a miss (a cached (None, None): no batched kernel)
         pr = _Problem(a0, b0, variant, o0, out_dtype, allow_tf32)
         epi = None if ekey is None else bind(kind, rows, pr.n, pr.dtype, pr.out_dtype, pr.device, *epi_args)

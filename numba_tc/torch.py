@@ -50,10 +50,12 @@ ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
 
 
 def _eager(a, b, c, bias, alpha, beta, activation, out_dtype, variant, allow_tf32):
-    v = _VARIANTS.get(variant, variant)
-    with torch.no_grad():                  # (runs directly: the operator's autograd is outside)
-            return api.gemm(a, b, v, out_dtype=out_dtype, allow_tf32=allow_tf32, c=c, alpha=alpha, beta=beta,
-                        bias=bias, activation=activation)
+    """The product, run directly (the operator's or ``_Function``'s autograd is outside)."""
+    if torch.is_grad_enabled():
+        with torch.no_grad():
+            return _eager(a, b, c, bias, alpha, beta, activation, out_dtype, variant, allow_tf32)
+    return api.gemm(a, b, _VARIANTS.get(variant, variant), out_dtype=out_dtype, allow_tf32=allow_tf32, c=c,
+                    alpha=alpha, beta=beta, bias=bias, activation=activation)
 
 
 @torch.library.custom_op("numba_tc::gemm", mutates_args=())
@@ -83,7 +85,8 @@ def _setup_context(ctx, inputs, output):
 def _gemmable(t: Tensor) -> Tensor:
     """t with one unit-stride dimension and no zero strides (an incoming gradient may be an
     expanded view), else a contiguous copy."""
-    if t.is_contiguous() or t.mT.is_contiguous():
+    r, c = t.stride()
+    if (c == 1 and r >= max(t.shape[1], 1)) or (r == 1 and c >= max(t.shape[0], 1)):
         return t
     return t.contiguous()
 
