@@ -240,13 +240,6 @@ def gemm(a, b, variant="auto", *, out=None, out_dtype=None, stream=None, allow_t
 
 # --- nn.Linear -------------------------------------------------------------------------------
 
-def _cast_dtype(x: Tensor):
-    """The CUDA autocast dtype when autocast is on for CUDA (numba_tc's tensors), else None."""
-    if torch.is_autocast_enabled("cuda"):
-        return torch.get_autocast_dtype("cuda")
-    return None
-
-
 def _cast(w: Tensor, dtype, cache: Optional[dict]):
     """w in ``dtype``; a parameter that needs no gradient here (inference) is cast once per
     version of it (torch's autocast caches the same casts within one autocast region)."""
@@ -263,32 +256,27 @@ def _cast(w: Tensor, dtype, cache: Optional[dict]):
     return wc
 
 
-def _rows(x: Tensor) -> Tensor:
-    """x as the 2-D (rows, features) operand numba_tc takes."""
-    return _gemmable(x.reshape(-1, x.shape[-1]))
-
-
 def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, weight_in_out: bool = False,
            variant="auto", cache: Optional[dict] = None) -> Tensor:
     """``x @ weight.T + bias`` (``F.linear``) with numba_tc, for x of shape (..., in); with
     ``weight_in_out`` the weight is (in, out) (HF's Conv1D) and it is ``x @ weight + bias``. Under
     autocast x, weight and bias are cast to the autocast dtype first, as ``F.linear`` is. ``cache``:
     a dict where inference-time weight casts are kept (``Linear`` and ``patch`` pass one)."""
-    dt = _cast_dtype(x)
-    if dt is not None:
+    if torch.is_autocast_enabled("cuda"):
+        dt = torch.get_autocast_dtype("cuda")
         x = x.to(dt)
         weight = _cast(weight, dt, cache)
         if bias is not None:
             bias = _cast(bias, dt, cache)
-    lead = x.shape[:-1]
-    x2 = _rows(x)
+    x2 = x if x.dim() == 2 else x.reshape(-1, x.shape[-1])
+    x2 = _gemmable(x2)
     w = weight if weight_in_out else weight.mT          # (in, out); W^T is a column-major view
     allow_tf32 = x2.dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32
     if needs_operator(x2, w, None, bias):
         y = _apply(x2, w, None, bias, 1.0, 0.0, None, None, _variant_name(variant), allow_tf32)
     else:
         y = api.gemm(x2, w, variant, allow_tf32=allow_tf32, bias=bias)
-    return y.view(*lead, y.shape[-1])
+    return y if x.dim() == 2 else y.view(*x.shape[:-1], y.shape[-1])
 
 
 def _runs(x: Tensor, weight: Tensor) -> bool:

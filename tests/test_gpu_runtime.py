@@ -224,7 +224,7 @@ def test_a_dropped_variant_does_not_lend_its_plan(batched):
         out = numba_tc.gemm(a, b, v)
         assert float((out.double() - a.double() @ b.double()).norm() / (a.double() @ b.double()).norm()) < 1e-2
         if batched:
-            plans = [p for key, p in api._BATCHED.items() if key[0] == api._variant_key(v)]
+            plans = [p for key, (p, _) in api._BATCHED.items() if key[0] == api._variant_key(v)]
             assert len(plans) == 1 and plans[0].variant == v.name, [p.describe() for p in plans]
         else:
             calls = [c for key, c in api._CALLS.items() if key[0] == api._variant_key(v)]
