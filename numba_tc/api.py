@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import os
 import sys
+import weakref
 from typing import Dict, List, Optional, Union
 
 import numpy as np
@@ -362,7 +363,31 @@ CALL_CACHE_SIZE = 4096
 
 
 _UNKEYED = object()     # an epilogue whose facts could not be read: checked by ``bind`` every call
-_NUMBERS = (int, float, np.float32, np.float64)
+_SCALARS = (int, float, np.float64)                 # what alpha and beta may be (``bind``)
+_NUMBERS = (int, float, np.float32, np.float64)     # numbers among epilogue_args
+
+
+class _Weak:
+    """An epilogue function as part of a cache key: equal only to the same live object, and not
+    kept alive by the key (a closure made anew each step must not pin what it captured; its
+    calls share the ``_Call`` of the first function with the same code, ``_gemm_gpu``)."""
+    __slots__ = ("ref", "h")
+
+    def __init__(self, obj):
+        self.ref, self.h = weakref.ref(obj), id(obj)
+
+    def __hash__(self):
+        return self.h
+
+    def __eq__(self, other):
+        return isinstance(other, _Weak) and self.ref() is not None and self.ref() is other.ref()
+
+
+def _function_key(fn):
+    try:
+        return _Weak(fn)
+    except TypeError:             # (no weak references: held by the key instead)
+        return _Same(fn)
 
 
 def _epilogue_facts(kind, c, alpha, beta, bias, activation, epilogue, epilogue_args) -> tuple:
@@ -371,7 +396,7 @@ def _epilogue_facts(kind, c, alpha, beta, bias, activation, epilogue, epilogue_a
     the function, the types of its numbers); ``run``, what may change between calls with the
     same key (``epilogue_args.runtime_values``). (_UNKEYED, None) for arguments ``bind`` would
     refuse, whose errors it then gives. (An unhashable key: ``_gemm_gpu`` does not cache it.)"""
-    if type(alpha) not in _NUMBERS or type(beta) not in _NUMBERS:
+    if type(alpha) not in _SCALARS or type(beta) not in _SCALARS:
         return _UNKEYED, None
     try:
         fc = fb = None
@@ -394,7 +419,7 @@ def _epilogue_facts(kind, c, alpha, beta, bias, activation, epilogue, epilogue_a
                 urun.append(p)
     except Exception:             # (an argument of another kind, ...)
         return _UNKEYED, None
-    key = (alpha != 1.0, beta != 0.0, fc, fb, activation, None if epilogue is None else _Same(epilogue),
+    key = (alpha != 1.0, beta != 0.0, fc, fb, activation, None if epilogue is None else _function_key(epilogue),
            type(epilogue_args), tuple(ukey))
     return key, runtime_values(pc, pb, alpha, beta, urun)
 
@@ -519,8 +544,15 @@ def _gemm_gpu(a, b, variant, out, out_dtype, stream, allow_tf32, kind, epi_args)
             pr = _Problem(a, b, variant, out, out_dtype, allow_tf32)
             epi = bind(kind, pr.m, pr.n, pr.dtype, pr.out_dtype, pr.device, *epi_args)
             run = epi.run
-        call = _prepare(a, b, variant, out, out_dtype, allow_tf32, kind, epi)
-        call.epi = None if epi is None else epi.fixed()
+        by_code = None                            # a user function: its code's call, if planned
+        if epi is not None and epi.spec.user is not None and key is not None:
+            by_code = key[:-1] + (epi.key,)
+            call = _CALLS.get(by_code)
+        if call is None:
+            call = _prepare(a, b, variant, out, out_dtype, allow_tf32, kind, epi)
+            call.epi = None if epi is None else epi.fixed()
+            if by_code is not None:
+                _CALLS[by_code] = call
         if key is not None and ekey is not _UNKEYED:
             if len(_CALLS) >= CALL_CACHE_SIZE:
                 _CALLS.clear()
@@ -584,7 +616,14 @@ def _batched_launch(a0, b0, o0, variant, out_dtype, allow_tf32, bt, epi_kw, rows
         pr = _Problem(a0, b0, variant, o0, out_dtype, allow_tf32)
         epi = None if ekey is None else bind(kind, rows, pr.n, pr.dtype, pr.out_dtype, pr.device, *epi_args)
         erun = None if epi is None else epi.run
-        hit = (_batched_plan(pr, a0, b0, o0, bt, epi), None if epi is None else epi.fixed())
+        by_code = None                            # a user function: its code's plan, if made
+        if epi is not None and epi.spec.user is not None:
+            by_code = key[:-1] + (epi.key,)
+            hit = _BATCHED.get(by_code)
+        if hit is None:
+            hit = (_batched_plan(pr, a0, b0, o0, bt, epi), None if epi is None else epi.fixed())
+            if by_code is not None:
+                _BATCHED[by_code] = hit
         if ekey is not _UNKEYED:
             if len(_BATCHED) >= CALL_CACHE_SIZE:
                 _BATCHED.clear()

@@ -157,12 +157,18 @@ class _Function(torch.autograd.Function):
         return _backward(ctx, grad, direct=True)
 
 
+_PLAIN_TENSORS = (Tensor, nn.Parameter)
+_transforms_active = getattr(torch._C, "_are_functorch_transforms_active", lambda: False)
+
+
 def _apply(a, b, c, bias, alpha, beta, activation, out_dtype, variant, allow_tf32):
-    """The product, with its gradient: through the operator under torch.compile and for tensors
-    that are not on a GPU (meta and fake tensors: its fake implementation), else ``_Function``."""
-    if torch.compiler.is_compiling() or not (a.is_cuda and b.is_cuda):
-        return gemm_op(a, b, c, bias, alpha, beta, activation, out_dtype, variant, allow_tf32)
-    return _Function.apply(a, b, c, bias, alpha, beta, activation, out_dtype, variant, allow_tf32)
+    """The product, with its gradient: ``_Function`` for plain CUDA tensors in eager mode; else
+    through the operator (torch.compile, torch.func transforms, meta and fake tensors: its fake
+    implementation and registered formula)."""
+    if (type(a) in _PLAIN_TENSORS and type(b) in _PLAIN_TENSORS and a.is_cuda and b.is_cuda
+            and not torch.compiler.is_compiling() and not _transforms_active()):
+        return _Function.apply(a, b, c, bias, alpha, beta, activation, out_dtype, variant, allow_tf32)
+    return gemm_op(a, b, c, bias, alpha, beta, activation, out_dtype, variant, allow_tf32)
 
 
 #: the operator itself: ``torch.ops.numba_tc.gemm``

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from numba import cuda
 
@@ -130,8 +131,8 @@ def test_c_is_out_accumulates_in_place():
 @pytest.mark.parametrize("variant", ["hopper", "warptile"])
 def test_a_repeated_call_takes_its_own_arrays_and_numbers(variant):
     """Calls whose epilogue arguments have the same facts share one cached, checked call: each
-    still reads its own c, bias, alpha, beta, user arrays and numbers, and the cache keeps none of
-    the arrays alive."""
+    still reads its own c, bias, alpha, beta, user arrays and numbers (the arrays of earlier
+    calls, alive at other addresses, are poisoned), and the cache keeps none of them alive."""
     import gc
     import weakref
     if variant == "hopper" and not _sm90():
@@ -141,22 +142,28 @@ def test_a_repeated_call_takes_its_own_arrays_and_numbers(variant):
     m, n, k = 200, 136, 72
     a, b = _operand(m, k, False, dt, g), _operand(k, n, True, dt, g)
     ab = a.double() @ b.double()
-    for i, (alpha, beta, scale) in enumerate([(1.5, 0.5, 0.25), (-0.5, 2.0, 3.0), (1.5, 0.5, -1.0)]):
-        c = torch.randn(m, n, device="cuda", dtype=torch.float32, generator=g)
-        bias = torch.randn(n, device="cuda", dtype=dt, generator=g)
-        res = torch.randn(m, n, device="cuda", dtype=torch.float32, generator=g)
+    rounds = [(1.5, 0.5, 0.25), (-0.5, 2.0, 3.0), (1.5, 0.5, -1.0)]
+    arrays = [(torch.randn(m, n, device="cuda", dtype=torch.float32, generator=g),
+               torch.randn(n, device="cuda", dtype=dt, generator=g),
+               torch.randn(m, n, device="cuda", dtype=torch.float32, generator=g)) for _ in rounds]
+    assert len({x.data_ptr() for xs in arrays for x in xs}) == 9
+    for i, ((alpha, beta, scale), (c, bias, res)) in enumerate(zip(rounds, arrays)):
         out = _poisoned(m, n, torch.float32, False)
         numba_tc.gemm(a, b, variant=variant, out=out, c=c, alpha=alpha, beta=beta, bias=bias, activation="relu",
                       epilogue=scaled_residual, epilogue_args=(res, scale))
         ref = torch.relu(alpha * ab + beta * c.double() + bias.double()) + scale * res.double()
         _check(out, ref, 1e-5, f"call {i}")
-        gone = [weakref.ref(x) for x in (c, bias, res)]
-        del c, bias, res
-        torch.cuda.synchronize()
-        gc.collect()
-        assert all(r() is None for r in gone), "the call cache keeps an epilogue array alive"
+        for x in (c, bias, res):                       # a later call reading these reads NaN
+            x.fill_(float("nan"))
+    gone = [weakref.ref(x) for xs in arrays for x in xs]
+    del arrays, c, bias, res
+    torch.cuda.synchronize()
+    gc.collect()
+    assert all(r() is None for r in gone), "the call cache keeps an epilogue array alive"
     with pytest.raises(ValueError, match="bias has length 5"):     # other facts: checked again
         numba_tc.gemm(a, b, variant=variant, bias=torch.zeros(5, device="cuda", dtype=dt))
+    with pytest.raises(TypeError, match="alpha must be a Python number"):
+        numba_tc.gemm(a, b, variant=variant, alpha=np.float32(1.5))
 
 
 def test_graph_replay_with_new_epilogue_values():

@@ -137,6 +137,31 @@ def test_autograd_formula_float64(monkeypatch, ta, tb, epi):
     assert torch.autograd.gradcheck(f, args, eps=1e-6, atol=1e-5)
 
 
+@pytest.mark.parametrize("epi", [dict(), dict(bias="col", alpha=0.5), dict(c=True, beta=0.25),
+                                 dict(bias="col", activation="gelu_tanh", alpha=0.5),
+                                 dict(c=True, beta=0.25, activation="silu")])
+def test_eager_function_gradients_float64(monkeypatch, epi):
+    """``_Function`` (what eager calls on CUDA tensors take): the operator's formula with its
+    products run directly; a second derivative (create_graph) goes through the operator
+    (checked where the backward is float64 throughout: an activation's derivative is fp32)."""
+    monkeypatch.setattr(ntt, "_eager", _reference)
+    g = torch.Generator().manual_seed(1)
+    m, n, k = 6, 5, 4
+    a = _layout(torch.randn(m, k, generator=g, dtype=torch.float64), True).requires_grad_()
+    b = torch.randn(k, n, generator=g, dtype=torch.float64, requires_grad=True)
+    c = torch.randn(m, n, generator=g, dtype=torch.float64, requires_grad=True) if epi.get("c") else None
+    bias = torch.randn(n, generator=g, dtype=torch.float64, requires_grad=True) if "bias" in epi else None
+
+    def f(a, b, c, bias):
+        return ntt._Function.apply(a, b, c, bias, epi.get("alpha", 1.0), epi.get("beta", 0.0),
+                                   epi.get("activation"), None, "auto", False)
+
+    args = (a, b, c, bias)
+    assert torch.autograd.gradcheck(f, args, eps=1e-6, atol=1e-5)
+    if "activation" not in epi:
+        assert torch.autograd.gradgradcheck(f, args, eps=1e-6, atol=1e-5)
+
+
 @pytest.mark.parametrize("act", ["relu", "gelu", "gelu_tanh", "silu"])
 def test_activation_derivatives(act):
     z = torch.linspace(-4, 4, 101, dtype=torch.float64, requires_grad=True)
