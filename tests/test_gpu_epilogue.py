@@ -156,7 +156,7 @@ def test_a_repeated_call_takes_its_own_arrays_and_numbers(variant):
         for x in (c, bias, res):                       # a later call reading these reads NaN
             x.fill_(float("nan"))
     gone = [weakref.ref(x) for xs in arrays for x in xs]
-    del arrays, c, bias, res
+    del arrays, c, bias, res, x
     torch.cuda.synchronize()
     gc.collect()
     assert all(r() is None for r in gone), "the call cache keeps an epilogue array alive"
