@@ -20,7 +20,9 @@ for a per-row bias).
 
 ``numba_tc.gemm`` takes this path by itself for torch tensors when a product needs a gradient
 (grad mode on and an operand requires grad) or when torch.compile is tracing it; otherwise it
-runs directly (no dispatcher cost). A user epilogue function (``epilogue=``) is not a torch
+runs directly (no dispatcher cost). Eager calls on CUDA tensors take the operator's formula as a
+``torch.autograd.Function`` (``_Function``), without the dispatcher's round trip through Python;
+torch.compile, torch.func transforms, meta and fake tensors take the operator. A user epilogue function (``epilogue=``) is not a torch
 schema type: with a gradient it raises ``NotImplementedError``; under torch.compile it runs
 outside the graph (a graph break; an error with ``fullgraph=True``). ``out=`` cannot take part in
 autograd (as in torch); under torch.compile the result is copied into it. ``stream=`` is not
