@@ -339,19 +339,24 @@ class _Call:
 
 
 class _Same:
-    """A Variant object as part of a cache key: equal only to itself (two variants may differ only
-    in their planner), and held by the key, so that its id is never reused by a new variant while
-    the entry lives (a dropped variant's plan would run for it)."""
-    __slots__ = ("obj",)
+    """An object as part of a cache key, equal only to itself (two variants may differ only in
+    their planner; two functions in what they close over), weakly: the key does not keep it
+    alive, and once it is gone no new object equals it, even at the same address. Objects that
+    take no weak reference are held by the key instead."""
+    __slots__ = ("ref", "h")
 
     def __init__(self, obj):
-        self.obj = obj
+        try:
+            self.ref = weakref.ref(obj)
+        except TypeError:
+            self.ref = lambda: obj
+        self.h = id(obj)
 
     def __hash__(self):
-        return id(self.obj)
+        return self.h
 
     def __eq__(self, other):
-        return isinstance(other, _Same) and other.obj is self.obj
+        return isinstance(other, _Same) and self.ref() is not None and self.ref() is other.ref()
 
 
 def _variant_key(variant):
@@ -365,29 +370,6 @@ CALL_CACHE_SIZE = 4096
 _UNKEYED = object()     # an epilogue whose facts could not be read: checked by ``bind`` every call
 _SCALARS = (int, float, np.float64)                 # what alpha and beta may be (``bind``)
 _NUMBERS = (int, float, np.float32, np.float64)     # numbers among epilogue_args
-
-
-class _Weak:
-    """An epilogue function as part of a cache key: equal only to the same live object, and not
-    kept alive by the key (a closure made anew each step must not pin what it captured; its
-    calls share the ``_Call`` of the first function with the same code, ``_gemm_gpu``)."""
-    __slots__ = ("ref", "h")
-
-    def __init__(self, obj):
-        self.ref, self.h = weakref.ref(obj), id(obj)
-
-    def __hash__(self):
-        return self.h
-
-    def __eq__(self, other):
-        return isinstance(other, _Weak) and self.ref() is not None and self.ref() is other.ref()
-
-
-def _function_key(fn):
-    try:
-        return _Weak(fn)
-    except TypeError:             # (no weak references: held by the key instead)
-        return _Same(fn)
 
 
 def _epilogue_facts(kind, c, alpha, beta, bias, activation, epilogue, epilogue_args) -> tuple:
@@ -419,9 +401,38 @@ def _epilogue_facts(kind, c, alpha, beta, bias, activation, epilogue, epilogue_a
                 urun.append(p)
     except Exception:             # (an argument of another kind, ...)
         return _UNKEYED, None
-    key = (alpha != 1.0, beta != 0.0, fc, fb, activation, None if epilogue is None else _function_key(epilogue),
+    key = (alpha != 1.0, beta != 0.0, fc, fb, activation, None if epilogue is None else _Same(epilogue),
            type(epilogue_args), tuple(ukey))
     return key, runtime_values(pc, pb, alpha, beta, urun)
+
+
+def _cached(cache: dict, key) -> tuple:
+    """(the entry cached under ``key`` (whose last part is the epilogue's, ``_epilogue_facts``) or
+    None, the key to store a new one under: None for an epilogue whose facts could not be read
+    or an unhashable argument, checked on every call)."""
+    if key[-1] is _UNKEYED:
+        return None, None
+    try:
+        return cache.get(key), key
+    except TypeError:
+        return None, None
+
+
+def _cache_miss(cache: dict, key, epi, make):
+    """A miss's entry: ``make()``'s, or for a user epilogue function the entry of its code, when
+    another function object with the same code made one (a closure made anew each step shares
+    its first call); kept under ``key`` (unless None) and the code's key."""
+    by_code = key[:-1] + (epi.key,) if key is not None and epi is not None and epi.spec.user is not None else None
+    entry = None if by_code is None else cache.get(by_code)
+    if entry is None:
+        entry = make()
+    if len(cache) >= CALL_CACHE_SIZE:
+        cache.clear()
+    if by_code is not None:
+        cache[by_code] = entry
+    if key is not None:
+        cache[key] = entry
+    return entry
 
 
 def operand_facts(x, kind: str) -> tuple:
@@ -534,29 +545,19 @@ def _gemm_gpu(a, b, variant, out, out_dtype, stream, allow_tf32, kind, epi_args)
     fo, po = (None, 0) if out is None or array_kind(out) != kind else operand_facts(out, kind)
     ekey, run = (None, None) if epi_args is None else _epilogue_facts(kind, *epi_args)
     key = (_variant_key(variant), out_dtype, allow_tf32, kind, fa, fb, fo, out is None, ekey)
-    try:
-        call = None if ekey is _UNKEYED else _CALLS.get(key)
-    except TypeError:                             # an unhashable argument: checked below
-        call, key = None, None
+    call, key = _cached(_CALLS, key)
     if call is None:
         epi = None
         if epi_args is not None:                  # checked, described; the cache keeps it without arrays
             pr = _Problem(a, b, variant, out, out_dtype, allow_tf32)
             epi = bind(kind, pr.m, pr.n, pr.dtype, pr.out_dtype, pr.device, *epi_args)
             run = epi.run
-        by_code = None                            # a user function: its code's call, if planned
-        if epi is not None and epi.spec.user is not None and key is not None:
-            by_code = key[:-1] + (epi.key,)
-            call = _CALLS.get(by_code)
-        if call is None:
-            call = _prepare(a, b, variant, out, out_dtype, allow_tf32, kind, epi)
-            call.epi = None if epi is None else epi.fixed()
-            if by_code is not None:
-                _CALLS[by_code] = call
-        if key is not None and ekey is not _UNKEYED:
-            if len(_CALLS) >= CALL_CACHE_SIZE:
-                _CALLS.clear()
-            _CALLS[key] = call
+
+        def make():
+            new = _prepare(a, b, variant, out, out_dtype, allow_tf32, kind, epi)
+            new.epi = None if epi is None else epi.fixed()
+            return new
+        call = _cache_miss(_CALLS, key, epi, make)
     if out is not None and call.spans is not None:
         sa, sb, so = call.spans
         if _overlap(po, so, pa, sa) or _overlap(po, so, pb, sb):
@@ -608,26 +609,13 @@ def _batched_launch(a0, b0, o0, variant, out_dtype, allow_tf32, bt, epi_kw, rows
     ekey, erun = (None, None) if is_plain(*epi_args[:6]) else _epilogue_facts(kind, *epi_args)
     key = (_variant_key(variant), out_dtype, allow_tf32, kind, bt,
            operand_facts(a0, kind)[0], operand_facts(b0, kind)[0], operand_facts(o0, kind)[0], ekey)
-    try:
-        hit = _BATCHED.get(key) if ekey is not _UNKEYED else None
-    except TypeError:                             # an unhashable argument: not cached
-        hit, ekey = None, _UNKEYED
+    hit, key = _cached(_BATCHED, key)
     if hit is None:                               # a miss (a cached (None, None): no batched kernel)
         pr = _Problem(a0, b0, variant, o0, out_dtype, allow_tf32)
         epi = None if ekey is None else bind(kind, rows, pr.n, pr.dtype, pr.out_dtype, pr.device, *epi_args)
         erun = None if epi is None else epi.run
-        by_code = None                            # a user function: its code's plan, if made
-        if epi is not None and epi.spec.user is not None:
-            by_code = key[:-1] + (epi.key,)
-            hit = _BATCHED.get(by_code)
-        if hit is None:
-            hit = (_batched_plan(pr, a0, b0, o0, bt, epi), None if epi is None else epi.fixed())
-            if by_code is not None:
-                _BATCHED[by_code] = hit
-        if ekey is not _UNKEYED:
-            if len(_BATCHED) >= CALL_CACHE_SIZE:
-                _BATCHED.clear()
-            _BATCHED[key] = hit
+        hit = _cache_miss(_BATCHED, key, epi, lambda: (_batched_plan(pr, a0, b0, o0, bt, epi),
+                                                       None if epi is None else epi.fixed()))
     plan, epi = hit
     if plan is None:
         return None
