@@ -340,15 +340,16 @@ class _Call:
 
 class _Same:
     """An object as part of a cache key, equal only to itself (two variants may differ only in
-    their planner; two functions in what they close over), weakly: the key does not keep it
-    alive, and once it is gone no new object equals it, even at the same address. Objects that
-    take no weak reference are held by the key instead."""
+    their planner; two functions in what they close over). Held by the key, so that its id is
+    never reused by a new object while the entry lives (a dropped variant's plan would run for
+    it); with ``weak``, not kept alive by the key (a closure made anew each step must not pin
+    what it captured), and once it is gone no new object equals it, even at its address."""
     __slots__ = ("ref", "h")
 
-    def __init__(self, obj):
+    def __init__(self, obj, weak: bool = False):
         try:
-            self.ref = weakref.ref(obj)
-        except TypeError:
+            self.ref = weakref.ref(obj) if weak else lambda: obj
+        except TypeError:                         # (no weak references: held)
             self.ref = lambda: obj
         self.h = id(obj)
 
@@ -401,7 +402,7 @@ def _epilogue_facts(kind, c, alpha, beta, bias, activation, epilogue, epilogue_a
                 urun.append(p)
     except Exception:             # (an argument of another kind, ...)
         return _UNKEYED, None
-    key = (alpha != 1.0, beta != 0.0, fc, fb, activation, None if epilogue is None else _Same(epilogue),
+    key = (alpha != 1.0, beta != 0.0, fc, fb, activation, None if epilogue is None else _Same(epilogue, weak=True),
            type(epilogue_args), tuple(ukey))
     return key, runtime_values(pc, pb, alpha, beta, urun)
 
