@@ -93,13 +93,46 @@ def batched(m, n, k, dtype, batch=1):
                 ref="torch.bmm(a, b) (cuBLAS strided batched)" + (", b a transposed view" if n > k else ""))
 
 
-FEATURES = {"bias_gelu": bias_gelu, "custom_epilogue": custom_epilogue, "batched": batched}
+def quantize8(x, dtype=torch.float8_e4m3fn):
+    """(values, per-tensor scale) of x, as torch's own recipe: scale = amax / the format's max."""
+    scale = (x.abs().amax().float() / torch.finfo(dtype).max).clamp(min=1e-12)
+    return (x / scale).clamp(torch.finfo(dtype).min, torch.finfo(dtype).max).to(dtype), scale.reshape(1)
+
+
+def fp8(m, n, k, dtype, batch=1, layout="tn"):
+    """e4m3 per-tensor scaled ``gemm(a, b, scale_a=, scale_b=)`` (bf16 out) against
+    ``torch._scaled_mm`` (cuBLASLt) on the same inputs: a row-major, b a column-major view (a
+    row-major weight's ``.T``), the layout both read as they are; ``layout="nn"``: b row-major,
+    which numba_tc transposes first (counted) and torch cannot take (timed against the TN
+    reference)."""
+    g = torch.Generator(device="cuda").manual_seed(3)
+    a, sa = quantize8(torch.randn(m, k, device="cuda", generator=g))
+    w, sb = quantize8(torch.randn(n, k, device="cuda", generator=g))
+    b = w.t()
+    ours_b = b.contiguous() if layout == "nn" else b
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    numba_tc.gemm(a, ours_b, scale_a=sa, scale_b=sb, out=out)
+    want = (a.double() * sa.double()) @ (b.double() * sb.double())
+    ref = torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+    err, ref_err = _rel(out, want), _rel(ref, want)
+    ours, theirs = bench.time_interleaved([
+        lambda: numba_tc.gemm(a, ours_b, scale_a=sa, scale_b=sb, out=out),
+        lambda: torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)])
+    return dict(feature="fp8", scaling="tensor", layout=layout, ours_ms=ours, ref_ms=theirs, rel_err=err,
+                ref_rel_err=ref_err, dtype="e4m3", path=numba_tc.explain(a, ours_b, out=out, scale_a=sa, scale_b=sb),
+                ref="torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=bfloat16) (cuBLASLt, per-tensor, TN)")
+
+
+FEATURES = {"bias_gelu": bias_gelu, "custom_epilogue": custom_epilogue, "batched": batched, "fp8": fp8}
 # (feature, batch, m, n, k)
 DEFAULT = [("bias_gelu", 1, 4096, 11008, 4096), ("bias_gelu", 1, 4096, 4096, 4096), ("bias_gelu", 1, 2048, 5120, 3000),
            ("custom_epilogue", 1, 4096, 4096, 4096), ("custom_epilogue", 1, 8192, 8192, 8192),
            ("custom_epilogue", 1, 3000, 5000, 2000),
            ("batched", 512, 1024, 1024, 128), ("batched", 512, 1024, 128, 1024), ("batched", 64, 2048, 2048, 128),
-           ("batched", 8, 2048, 4096, 4096), ("batched", 4, 4096, 8192, 4096)]
+           ("batched", 8, 2048, 4096, 4096), ("batched", 4, 4096, 8192, 4096),
+           ("fp8", 1, 4096, 4096, 4096), ("fp8", 1, 8192, 8192, 8192), ("fp8", 1, 2048, 8192, 8192),
+           ("fp8", 1, 8192, 7168, 2048), ("fp8", 1, 5000, 3000, 7000), ("fp8", 1, 256, 256, 16384),
+           ("fp8", 1, 4096, 4096, 4096, "nn")]
 
 
 def main(argv=None):
@@ -110,20 +143,20 @@ def main(argv=None):
     args = p.parse_args(argv)
     dtype = getattr(torch, args.dtype)
     records = []
-    for feature, nb, m, n, k in DEFAULT:
+    for feature, nb, m, n, k, *extra in DEFAULT:
         if feature not in args.features:
             continue
-        r = FEATURES[feature](m, n, k, dtype, nb)
+        r = FEATURES[feature](m, n, k, dtype, nb, *extra)
         tol = 1e-2
         if not r["rel_err"] < tol:
             raise SystemExit(f"{feature} {m}x{n}x{k}: relative error {r['rel_err']:.2e} over {tol}: not timed")
-        r.update(m=m, n=n, k=k, batch=nb, dtype=args.dtype, ours_tflops=nb * _tflops(m, n, k, r["ours_ms"]),
+        r.update(m=m, n=n, k=k, batch=nb, dtype=r.get("dtype", args.dtype), ours_tflops=nb * _tflops(m, n, k, r["ours_ms"]),
                  ref_tflops=nb * _tflops(m, n, k, r["ref_ms"]), ratio=r["ref_ms"] / r["ours_ms"],
                  device=torch.cuda.get_device_name(), commit=bench.commit_id(),
                  command="python " + " ".join(shlex.quote(x) for x in [os.path.relpath(__file__)] + sys.argv[1:]))
         records.append(r)
         extra = f"  overhead {r['overhead']:+.1%}" if "overhead" in r else ""
-        print(f"{feature:<16} {nb}x {m}x{n}x{k} {args.dtype}: ours {r['ours_tflops']:.0f} TFLOP/s, ref "
+        print(f"{feature:<16} {nb}x {m}x{n}x{k} {r['dtype']} {r.get('layout', '')}: ours {r['ours_tflops']:.0f} TFLOP/s, ref "
               f"{r['ref_tflops']:.0f}, ratio {r['ratio']:.3f}, rel_err {r['rel_err']:.1e}{extra}", flush=True)
     if args.json:
         old = []
@@ -131,7 +164,7 @@ def main(argv=None):
             with open(args.json) as f:
                 old = json.load(f)
         def key(r):
-            return r["feature"], r["batch"], r["m"], r["n"], r["k"], r["dtype"]
+            return r["feature"], r["batch"], r["m"], r["n"], r["k"], r["dtype"], r.get("layout"), r.get("scaling")
         keys = {key(r) for r in records}
         old = [r for r in old if key(r) not in keys]
         with open(args.json, "w") as f:

@@ -30,6 +30,7 @@ from .epilogue import PLAIN
 from .epilogue_args import bind, is_plain, runtime_values
 from .errors import CaptureError, EpilogueError, NoGPUError, UnsupportedDeviceError
 from .intrinsics import SIMULATOR
+from .layout import FP8
 from .plan import Plan
 
 __all__ = ["gemm", "explain", "variants", "get_variant", "register", "unregister", "registered", "variant_from",
@@ -176,6 +177,9 @@ def candidates(variant, dtype: str, out_dtype: str, cc) -> List[Variant]:
     if variant == "auto":
         ok = [v for v in variants(dtype=dtype) if _runs_here(v, cc) and out_dtype in v.out_dtypes]
         if not ok:
+            if dtype in FP8 and not SIMULATOR:
+                raise UnsupportedDeviceError(f"fp8 products run on Hopper's fp8 wgmma (compute capability 9.0, "
+                                             f"sm_90a); this GPU is {cc[0]}.{cc[1]}")
             if SIMULATOR:
                 raise UnsupportedDeviceError(f"Numba's CUDA simulator runs the float32 SIMT ladder only, "
                                              f"not {dtype} inputs (unset NUMBA_ENABLE_CUDASIM on a GPU)")
@@ -235,6 +239,9 @@ def _zero_fill(obj, kind: str):
         obj.copy_to_device(np.zeros(obj.shape, dtype=obj.dtype))
 
 
+FP8_OUT = ("bfloat16", "float16", "float32")       # what fp8 inputs may produce (the first by default)
+
+
 class _Problem:
     """A call's operands, checked: kinds, descriptions, sizes, dtypes, device, candidates."""
 
@@ -250,14 +257,15 @@ class _Problem:
         for name, s in (("a", sa), ("b", sb)):
             if len(s) != 2:
                 raise ValueError(f"{name} must be 2-D, got {len(s)}-D with shape {tuple(s)}")
-        if da != db:
-            raise TypeError(f"a and b must have one dtype, got {da} and {db}")
-        if da not in arrays.SUPPORTED_DTYPES:
-            raise TypeError(f"dtype {da} is not supported; numba_tc takes {', '.join(arrays.SUPPORTED_DTYPES)}")
+        if da != db and not (da in FP8 and db in FP8):
+            raise TypeError(f"a and b must have one dtype (or both be fp8: {' or '.join(FP8)}), got {da} and {db}")
+        for dt in (da, db):
+            if dt not in arrays.SUPPORTED_DTYPES:
+                raise TypeError(f"dtype {dt} is not supported; numba_tc takes {', '.join(arrays.SUPPORTED_DTYPES)}")
         (m, k), (k2, n) = sa, sb
         if k != k2:
             raise ValueError(f"inner dimensions differ: a is {m}x{k}, b is {k2}x{n}")
-        allowed = (da, "float32")
+        allowed = FP8_OUT if da in FP8 else (da, "float32")
         self.desc_out = None
         if out is not None:
             if array_kind(out) != kind:
@@ -272,7 +280,7 @@ class _Problem:
             if out_dtype is not None and dtype_name(out_dtype) != do:
                 raise TypeError(f"out has dtype {do} but out_dtype={dtype_name(out_dtype)}")
             out_dtype = do
-        out_dtype = dtype_name(out_dtype) if out_dtype is not None else da
+        out_dtype = dtype_name(out_dtype) if out_dtype is not None else allowed[0]
         if out_dtype not in allowed:
             raise TypeError(f"out_dtype {out_dtype} for {da} inputs: the result is "
                             f"{' or '.join(dict.fromkeys(allowed))}")
@@ -373,7 +381,7 @@ _SCALARS = (int, float, np.float64)                 # what alpha and beta may be
 _NUMBERS = (int, float, np.float32, np.float64)     # numbers among epilogue_args
 
 
-def _epilogue_facts(kind, c, alpha, beta, bias, activation, epilogue, epilogue_args) -> tuple:
+def _epilogue_facts(kind, c, alpha, beta, bias, activation, epilogue, epilogue_args, scales=None) -> tuple:
     """(key, run) of a call's epilogue on GPU arrays: ``key``, what decides its checks and kernel
     (its arrays' facts and kinds, which of alpha and beta differ from 1 and 0, the activation,
     the function, the types of its numbers); ``run``, what may change between calls with the
@@ -400,11 +408,16 @@ def _epilogue_facts(kind, c, alpha, beta, bias, activation, epilogue, epilogue_a
                 f, p = operand_facts(x, kind)
                 ukey.append((t, f))
                 urun.append(p)
+        skey = srun = None
+        if scales is not None:                    # (one of them None: unkeyed, ``bind`` says so)
+            facts = [operand_facts(x, kind) for x in scales]
+            skey = tuple((type(x), f) for x, (f, _) in zip(scales, facts))
+            srun = tuple(p for _, p in facts)
     except Exception:             # (an argument of another kind, ...)
         return _UNKEYED, None
     key = (alpha != 1.0, beta != 0.0, fc, fb, activation, None if epilogue is None else _Same(epilogue, weak=True),
-           type(epilogue_args), tuple(ukey))
-    return key, runtime_values(pc, pb, alpha, beta, urun)
+           type(epilogue_args), tuple(ukey), skey)
+    return key, runtime_values(pc, pb, alpha, beta, urun, srun)
 
 
 def _cached(cache: dict, key) -> tuple:
@@ -453,7 +466,7 @@ def operand_facts(x, kind: str) -> tuple:
 
 def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=None, stream=None,
          allow_tf32: bool = False, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None,
-         activation: Optional[str] = None, epilogue=None, epilogue_args=()):
+         activation: Optional[str] = None, epilogue=None, epilogue_args=(), scale_a=None, scale_b=None):
     """``a @ b`` on the GPU with the chosen variant; the result is the same kind of array as ``a``.
 
     a, b: 2-D NumPy arrays (copied to the GPU and back), Numba device arrays, CuPy arrays or torch
@@ -477,6 +490,13 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
     c: an (M, N) array (the output's dtype or float32; may be ``out`` itself, to accumulate in
     place), scaled by beta. bias: a 1-D array of length N (one value per column; also when
     M == N) or M (one per row). activation: "relu", "gelu" (erf), "gelu_tanh" or "silu".
+    scale_a, scale_b: fp8 inputs (float8_e4m3fn, float8_e5m2, or one of each) are products of
+    quantized values, and need both: float32 arrays of one value (per-tensor scales, read on the
+    GPU, so a captured graph replays with new values); the product is ``(scale_a * a) @ (scale_b
+    * b)``, written as bfloat16 (default), float16 or float32. ``numba_tc.fp8.quantize`` makes
+    values and scales. wgmma reads fp8 operands k-major only: ``a`` row-major and ``b``
+    column-major (``b = w.T`` of a row-major (N, K) weight) run as they are, other layouts
+    through a transposing copy.
     epilogue: a ``numba.cuda.jit(device=True)`` function ``f(acc, row, col, *epilogue_args)``
     returning the value to store; epilogue_args: arrays (of the operands' kind and device,
     indexed as in any Numba kernel) and ints or floats. A function is compiled into the kernel
@@ -516,18 +536,25 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
         >>> x = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
         >>> y = numba_tc.gemm(x, x.T, out_dtype="float32")   # x.T: a column-major view, no copy
     """
+    scales = None if scale_a is None and scale_b is None else (scale_a, scale_b)
     if batch.is_batched(a, b):
+        if scales is not None:
+            raise ValueError("scale_a and scale_b: batched fp8 products are not supported yet; call gemm "
+                             "per matrix")
         return _gemm_batched(a, b, variant, out, out_dtype, stream, allow_tf32, dict(
             c=c, alpha=alpha, beta=beta, bias=bias, activation=activation, epilogue=epilogue,
             epilogue_args=epilogue_args))
     kind = array_kind(a)
     if kind == "torch" and needs_torch_operator(a, b, c, bias):
+        if scales is not None:
+            raise TypeError("fp8 products (scale_a, scale_b) have no autograd formula here: call it under "
+                            "torch.no_grad(), on tensors that do not require grad")
         return _torch_ops().gemm(a, b, variant, out=out, out_dtype=out_dtype, stream=stream, allow_tf32=allow_tf32,
                                  c=c, alpha=alpha, beta=beta, bias=bias, activation=activation, epilogue=epilogue,
                                  epilogue_args=epilogue_args)
     epi_args = None
-    if not is_plain(c, alpha, beta, bias, activation, epilogue):
-        epi_args = (c, alpha, beta, bias, activation, epilogue, epilogue_args)
+    if scales is not None or not is_plain(c, alpha, beta, bias, activation, epilogue):
+        epi_args = (c, alpha, beta, bias, activation, epilogue, epilogue_args, scales)
         if kind == "numpy" or SIMULATOR:
             return _gemm_copying(a, b, variant, out, out_dtype, stream, allow_tf32, epi_args)
     elif epilogue_args:
@@ -637,7 +664,7 @@ def _stream(kind: str, dev: int, stream) -> int:
 def _values(pa: int, pb: int, pc: int, epi, run, plan) -> tuple:
     """A plan's run-time values: the operands' addresses, then the epilogue's (``epi``: bound,
     ``run``: this call's ``runtime_values``)."""
-    return (pa, pb, pc) + ((0,) if epi is None else epi.values(plan.epilogue, run))
+    return (pa, pb, pc) + ((0,) if epi is None else epi.values(plan.epilogue, run, plan.swap))
 
 
 def _batched_plan(pr, a0, b0, o0, bt, epi):
@@ -657,10 +684,12 @@ def _batched_plan(pr, a0, b0, o0, bt, epi):
     return plan
 
 
-def explain(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=None, allow_tf32: bool = False) -> str:
+def explain(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=None, allow_tf32: bool = False,
+            scale_a=None, scale_b=None) -> str:
     """What ``gemm(a, b, variant, out=out, ...)`` on these GPU arrays runs, without running it:
-    the variant chosen and its launches, e.g. "hopper: 128x256 split-K 4; fixup". (The plan is
-    made, so its kernels are compiled or loaded; the call cache is left alone.)"""
+    the variant chosen and its launches, e.g. "hopper: 128x256 split-K 4; fixup" (fp8 inputs:
+    with their scales). (The plan is made, so its kernels are compiled or loaded; the call cache
+    is left alone.)"""
     kind = array_kind(a)
     if batch.is_batched(a, b) and kind != "numpy" and not SIMULATOR:
         return batch.batched_gemm(a, b, variant, out, out_dtype, None, allow_tf32, _NO_EPILOGUE, gemm,
@@ -668,7 +697,12 @@ def explain(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=
     if kind == "numpy" or SIMULATOR:
         raise TypeError("explain() takes GPU arrays (torch, CuPy, Numba): NumPy operands are copied "
                         "to the GPU first, and planned there")
-    call = _prepare(a, b, variant, out, out_dtype, allow_tf32, kind)
+    epi = None
+    if scale_a is not None or scale_b is not None:
+        pr = _Problem(a, b, variant, out, out_dtype, allow_tf32)
+        epi = bind(kind, pr.m, pr.n, pr.dtype, pr.out_dtype, pr.device, None, 1.0, 0.0, None, None, None, (),
+                   (scale_a, scale_b))
+    call = _prepare(a, b, variant, out, out_dtype, allow_tf32, kind, epi)
     return "empty: nothing to launch" if call.plan is None else call.plan.describe()
 
 

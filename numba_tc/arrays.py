@@ -19,12 +19,12 @@ import numpy as np
 
 from .errors import CudaError
 from .intrinsics import SIMULATOR
-from .layout import ITEMSIZE
+from .layout import FP8, ITEMSIZE
 
 __all__ = ["Matrix", "as_matrix", "array_kind", "dtype_name", "describe", "address", "new_like", "np_dtype",
            "numba_facts", "empty_cache", "SUPPORTED_DTYPES"]
 
-SUPPORTED_DTYPES = ("float32", "float16", "bfloat16")
+SUPPORTED_DTYPES = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
 
 
 _DTYPE_NAMES: dict = {}
@@ -182,6 +182,8 @@ def as_matrix(x, name: str, stream=0, raw_bf16: bool = False, described=None) ->
         host = x
         if dtype == "bfloat16":            # ml_dtypes.bfloat16: ship the raw 16-bit words
             host = x.view(np.uint16)
+        elif dtype in FP8:                 # ml_dtypes' 8-bit floats: the raw bytes
+            host = x.view(np.uint8)
         if not (host.flags.c_contiguous or host.flags.f_contiguous):
             host = np.ascontiguousarray(host)     # it is copied to the device anyway
         if host.flags.c_contiguous:
@@ -367,9 +369,9 @@ def new_like(kind: str, like, rows: int, cols: int, dtype: str, stream=0, handle
 
 
 def np_dtype(dtype: str):
-    if dtype == "bfloat16":
+    if dtype == "bfloat16" or dtype in FP8:
         import ml_dtypes
-        return np.dtype(ml_dtypes.bfloat16)
+        return np.dtype(getattr(ml_dtypes, dtype))
     return np.dtype(dtype)
 
 

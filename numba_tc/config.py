@@ -278,6 +278,12 @@ class WgmmaConfig:
     def stage_bytes(self) -> int:
         return (self.bm + self.bn) * self.bk * 2       # (16-bit inputs: layout.ITEMSIZE)
 
+    def k_slice(self, itemsize: int = 2) -> int:
+        """Elements of K per slice for inputs of ``itemsize`` bytes: a slice is ``bk`` 16-bit
+        elements, one 128-byte swizzled row, whatever the type (fp8: 128 elements), so stages,
+        descriptors and shared memory are the same bytes for every input type."""
+        return self.bk * 2 // itemsize
+
     @property
     def barrier_bytes(self) -> int:
         return 16 * self.max_stages          # a full and an empty mbarrier per stage

@@ -42,7 +42,7 @@ from numba.cuda import libdevice
 from .intrinsics import SIMULATOR, device_array, f32_bits, f32_ptr, f64_bits
 from .jit import device
 
-__all__ = ["Epilogue", "UserFunction", "PLAIN", "ACTIVATIONS", "make", "code_digest", "float_bits",
+__all__ = ["Epilogue", "UserFunction", "PLAIN", "SCALED", "ACTIVATIONS", "make", "code_digest", "float_bits",
            "USER_ARRAY_DTYPES"]
 
 # activation name -> what it computes (fp32), as the reference in tests and docs spells it
@@ -128,11 +128,13 @@ class UserFunction:
 class Epilogue:
     """What an epilogue does, as compile-time facts (its repr is part of the kernel's key).
 
+    scales: "tensor": the product of fp8 inputs is first multiplied by ``scale_a[0] * scale_b[0]``,
+    two fp32 device scalars (read in the kernel, so a CUDA graph replays with new values), or None;
     alpha: multiply by a run-time alpha; c: (dtype, column-major) of the C input added with a
     run-time beta, or None; bias: (dtype, "row" | "col") in the kernel's coordinates (a "col"
     bias has one value per column), or None; activation: a key of ``ACTIVATIONS`` or None;
-    user: the user's function; swap: the kernel computes C^T (the user's function gets (col,
-    row) swapped back); fast: the inputs are 16-bit, so the tanh-form activations may use
+    user: the user's function; swap: the kernel computes C^T and the user's function gets (col,
+    row) swapped back (set only with a function: otherwise the kernel is the same); fast: the inputs are 16-bit, so the tanh-form activations may use
     ``tanh.approx`` (one instruction, error about 2^-11 relative: below the product's own)."""
     alpha: bool = False
     c: Optional[Tuple[str, bool]] = None
@@ -141,6 +143,7 @@ class Epilogue:
     user: Optional[UserFunction] = None
     swap: bool = False
     fast: bool = False
+    scales: Optional[str] = None
 
     @property
     def plain(self) -> bool:
@@ -152,6 +155,8 @@ class Epilogue:
         if self.plain:
             return ("unused",)
         out = ["M", "N"]
+        if self.scales is not None:
+            out += ["scale_a", "scale_b"]
         if self.alpha:
             out.append("alpha")
         if self.c is not None:
@@ -173,10 +178,11 @@ class Epilogue:
         """The same epilogue for the kernel that computes C^T."""
         c = None if self.c is None else (self.c[0], not self.c[1])
         bias = None if self.bias is None else (self.bias[0], "row" if self.bias[1] == "col" else "col")
-        return replace(self, c=c, bias=bias, swap=not self.swap)
+        return replace(self, c=c, bias=bias, swap=not self.swap if self.user else False)
 
 
 PLAIN = Epilogue()
+SCALED = Epilogue(fast=True, scales="tensor")      # what every fp8 product has: its two scales
 
 
 def float_bits(x: float, kind: str = "f32") -> int:
@@ -285,6 +291,8 @@ def make(spec: Epilogue):
             lines += [f"    if row >= {at['M']} or col >= {at['N']}:",
                       "        return v"]
         lines.append("    x = v")
+        if spec.scales is not None:       # (the same two addresses for every element: loaded once)
+            lines.append(f"    x = x * (_load32({at['scale_a']}, 0) * _load32({at['scale_b']}, 0))")
         if spec.alpha:
             lines.append(f"    x = x * f32_bits({at['alpha']})")
         if spec.c is not None:

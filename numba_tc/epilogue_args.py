@@ -15,6 +15,7 @@ from .arrays import array_kind, as_matrix, describe
 from .epilogue import (ACTIVATIONS, USER_ARRAY_DTYPES, Epilogue, UserFunction, code_digest, float_bits,
                        is_device_function)
 from .intrinsics import SIMULATOR
+from .layout import FP8
 
 __all__ = ["bind", "Bound", "is_plain"]
 
@@ -41,16 +42,18 @@ class Bound:
     run: Any = None
     keep: Tuple[Any, ...] = ()
 
-    def values(self, spec: Epilogue, run=None) -> tuple:
-        """The run-time values of ``spec`` (this epilogue, flipped when the kernel computes C^T)
-        in the order of ``spec.slots()``: int64s, or arrays and numbers under the simulator.
-        ``run``: another call's ``runtime_values`` with arrays of the same facts (default: this
-        call's)."""
+    def values(self, spec: Epilogue, run=None, swap: bool = False) -> tuple:
+        """The run-time values of ``spec`` (this epilogue, flipped when the kernel computes C^T:
+        ``swap``) in the order of ``spec.slots()``: int64s, or arrays and numbers under the
+        simulator. ``run``: another call's ``runtime_values`` with arrays of the same facts
+        (default: this call's)."""
         if spec.plain:
             return (0,)
-        c, bias, alpha, beta, user = self.run if run is None else run
-        m, n = (self.n, self.m) if spec.swap else (self.m, self.n)
+        c, bias, alpha, beta, user, scales = self.run if run is None else run
+        m, n = (self.n, self.m) if swap else (self.m, self.n)
         out = [m, n]
+        if spec.scales is not None:
+            out += list(scales)
         if spec.alpha:
             out.append(alpha if SIMULATOR else float_bits(alpha))
         if spec.c is not None:
@@ -72,10 +75,11 @@ class Bound:
         return replace(self, run=None, keep=())
 
 
-def runtime_values(c, bias, alpha, beta, user) -> tuple:
+def runtime_values(c, bias, alpha, beta, user, scales=None) -> tuple:
     """What ``Bound.values`` takes per call: (c's address, bias's address, alpha, beta, per user
-    argument an array's address or a number); addresses are arrays under the simulator."""
-    return (c, bias, float(alpha), float(beta), tuple(user))
+    argument an array's address or a number, the scales' addresses); addresses are arrays under
+    the simulator."""
+    return (c, bias, float(alpha), float(beta), tuple(user), scales)
 
 
 def _handle(mat):
@@ -83,9 +87,10 @@ def _handle(mat):
 
 
 def bind(kind: str, m: int, n: int, dtype: str, out_dtype: str, device, c, alpha, beta, bias, activation,
-         epilogue, epilogue_args, stream=0) -> Bound:
-    """Check a call's epilogue arguments (``device``: the operands' device, None for NumPy) and
-    describe them. NumPy arrays are copied to the device on ``stream``."""
+         epilogue, epilogue_args, scales=None, stream=0) -> Bound:
+    """Check a call's epilogue arguments (``device``: the operands' device, None for NumPy;
+    ``scales``: (scale_a, scale_b) of fp8 inputs, or None) and describe them. NumPy arrays are
+    copied to the device on ``stream``."""
     for name, x in (("alpha", alpha), ("beta", beta)):
         if isinstance(x, bool) or not isinstance(x, (int, float)):
             raise TypeError(f"{name} must be a Python number, got {type(x).__name__}")
@@ -114,13 +119,49 @@ def bind(kind: str, m: int, n: int, dtype: str, out_dtype: str, device, c, alpha
         key.append(user)
     elif epilogue_args:
         raise ValueError("epilogue_args were given without an epilogue function")
+    scale_vals, scale_keep = None, ()
+    if scales is not None or dtype in FP8:
+        scale_vals, scale_keep = _scales(scales, dtype, kind, device, stream)
+        key.append("scales")
     spec = Epilogue(float(alpha) != 1.0, c_spec, bias_spec, activation, user,
-                    fast=dtype in ("float16", "bfloat16"))
+                    fast=dtype in ("float16", "bfloat16") + FP8, scales=None if scales is None else "tensor")
     run = runtime_values(None if cm is None else _handle(cm), None if bm is None else _handle(bm), alpha, beta,
-                         (v[0] if isinstance(v, tuple) else v for v in uvals))
+                         (v[0] if isinstance(v, tuple) else v for v in uvals), scale_vals)
     return Bound(spec, tuple(key), m, n, 0 if cm is None else cm.ld,
                  tuple((v[1], v[2]) if isinstance(v, tuple) else None for v in uvals), run,
-                 keep=(cm, bm) + tuple(v[3:] for v in uvals if isinstance(v, tuple)))
+                 keep=(cm, bm) + tuple(v[3:] for v in uvals if isinstance(v, tuple)) + scale_keep)
+
+
+def _scales(scales, dtype: str, kind: str, device, stream):
+    """(the addresses of scale_a and scale_b, what keeps NumPy copies alive): fp8 inputs need
+    both, each one float32 value (per-tensor scaling) on the operands' device."""
+    if dtype not in FP8:
+        raise ValueError(f"scale_a and scale_b dequantize fp8 inputs ({' or '.join(FP8)}); a and b are {dtype}")
+    if scales is None or any(x is None for x in scales):
+        raise ValueError("fp8 inputs need both scale_a and scale_b (float32 device scalars: dequantized a is "
+                         "a * scale_a; numba_tc.fp8.quantize makes values and scales)")
+    out, keep = [], []
+    for name, x in zip(("scale_a", "scale_b"), scales):
+        try:
+            _on_device(x, name, kind, device)
+            d = describe(x, name)
+        except TypeError as e:
+            raise TypeError(f"{name} must be a float32 array of the operands' kind with one value: {e}") from None
+        if int(np.prod(d[1], dtype=np.int64)) != 1:
+            raise ValueError(f"{name} has shape {tuple(d[1])}: per-tensor scales hold one value "
+                             "(block-wise scales are not supported yet)")
+        if d[3] != "float32":
+            raise TypeError(f"{name} has dtype {d[3]}; scales are float32")
+        if kind == "numpy":
+            from numba import cuda
+            dev = cuda.to_device(np.ascontiguousarray(x, np.float32).reshape(1), stream=stream)
+            out.append(dev if SIMULATOR else dev.device_ctypes_pointer.value)
+            keep.append(dev)
+        elif SIMULATOR:
+            out.append((x._ary if kind == "numba" else np.asarray(x)).reshape(1))
+        else:
+            out.append(d[4])
+    return tuple(out), tuple(keep)
 
 
 def _on_device(x, name: str, kind: str, device):

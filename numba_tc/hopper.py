@@ -52,7 +52,7 @@ from numba import cuda, float32, uint32
 
 from . import fixup, layout, repack, workspace
 from .config import Variant, WgmmaConfig
-from .epilogue import PLAIN
+from .epilogue import PLAIN, SCALED
 from .epilogue import make as make_epilogue
 from .fragments import OUT_CONVERT, apply_fragments, make_store_out
 from .intrinsics import ptr
@@ -63,8 +63,9 @@ from .primitives import (cluster_ctarank, cluster_sync, fence_proxy_async, mbar_
                          mbar_expect_tx, mbar_fence_init, mbar_init, mbar_wait, named_barrier, setmaxnreg_dec,
                          setmaxnreg_inc, smem_addr, sts_out2, tma_load_2d, tma_load_2d_multicast, tma_load_3d,
                          tma_prefetch_map, tma_store_2d, tma_store_3d, tma_store_commit, tma_store_wait_all,
-                         tma_store_wait_read, wgmma_commit, wgmma_fence, wgmma_m64n64k16, wgmma_m64n128k16,
-                         wgmma_m64n192k16, wgmma_m64n256k16, wgmma_wait)
+                         tma_store_wait_read, wgmma_commit, wgmma_fence, wgmma_m64n64k16, wgmma_m64n64k32_f8,
+                         wgmma_m64n128k16, wgmma_m64n128k32_f8, wgmma_m64n192k16, wgmma_m64n192k32_f8,
+                         wgmma_m64n256k16, wgmma_m64n256k32_f8, wgmma_wait)
 from .schedule import balanced_workers, cdiv, tile_origin
 from .tensormap import MAP_BYTES, encode, tma_requirements, tma_rows_fast
 
@@ -72,6 +73,7 @@ __all__ = ["RUNGS", "wgmma_kernel", "PARAMS", "WGMMA_TYPE", "variant_from"]
 
 WGMMA_TYPE = {"float16": 0, "bfloat16": 1}      # ptx/hopper.cu: wgmma's input type argument
 _WGMMA = {64: wgmma_m64n64k16, 128: wgmma_m64n128k16, 192: wgmma_m64n192k16, 256: wgmma_m64n256k16}
+_WGMMA8 = {64: wgmma_m64n64k32_f8, 128: wgmma_m64n128k32_f8, 192: wgmma_m64n192k32_f8, 256: wgmma_m64n256k32_f8}
 # Kernel parameters: tensor maps of A, B and C (by value); C's address; M, N, K; ldc; K slices per
 # split (split-K kernels; others ignore it); batches and which operands have them (bit 0: A, bit
 # 1: B; a batched kernel's broadcast operand is read at batch 0; others ignore both)
@@ -234,12 +236,23 @@ def make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, STAGE, CL, BATCH=False):
     return produce
 
 
+def _fp8_kind(dtype_a: str, dtype_b: str) -> int:
+    """ptx/hopper.cu's fp8 wgmma ``kind``: 2 * (A is e5m2) + (B is e5m2)."""
+    return 2 * (dtype_a == "float8_e5m2") + (dtype_b == "float8_e5m2")
+
+
 @lru_cache(maxsize=None)
-def make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES):
+def make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b=None):
     """``consume(pacc, stage, full, ph, a_row0)``: wait for the stage's K slice to land, then
-    issue (and commit, as one group) its wgmmas: 4 k16 steps x MI m64 blocks of this warpgroup's
-    rows from ``a_row0``, m64nBNk16 each. wgmma's transpose flags say an operand is mn-major."""
-    KND, WG = WGMMA_TYPE[dtype], _WGMMA[BN]
+    issue (and commit, as one group) its wgmmas: 4 steps of 32 bytes of K (k16 for 16-bit
+    inputs, k32 for fp8: ``dtype_b`` is B's when it differs from A's) x MI m64 blocks of this
+    warpgroup's rows from ``a_row0``, m64nBN each. wgmma's transpose flags say a 16-bit operand
+    is mn-major; fp8 operands are k-major only."""
+    fp8 = dtype in layout.FP8
+    if fp8 and not (A_KM and B_KM):
+        raise ValueError("wgmma reads 8-bit operands k-major only (A row-major, B column-major)")
+    KND = _fp8_kind(dtype, dtype_b or dtype) if fp8 else WGMMA_TYPE[dtype]
+    WG = (_WGMMA8 if fp8 else _WGMMA)[BN]
 
     @device
     def wgmma_one(t, pacc, stage, a_row0):
@@ -247,7 +260,10 @@ def make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES):
         mi = t - ks * MI
         da = _operand_desc(stage, A_KM, a_row0 + 64 * mi, ks)
         db = _operand_desc(stage + A_BYTES, B_KM, 0, ks)
-        WG(pacc, mi * (BN // 2), da, db, 1, KND, 0 if A_KM else 1, 0 if B_KM else 1)
+        if fp8:
+            WG(pacc, mi * (BN // 2), da, db, 1, KND)
+        else:
+            WG(pacc, mi * (BN // 2), da, db, 1, KND, 0 if A_KM else 1, 0 if B_KM else 1)
     wgmma_all = unrolled(wgmma_one, 8)
 
     @device
@@ -465,19 +481,20 @@ def make_one_tile(produce, consume, store, BM, BN, BK, GROUP, WG_M, NACC, S, STA
 
 @kernel_factory
 def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool, vc: bool,
-                 tma_c: bool = False, epi=PLAIN, split: bool = False, batch: bool = False):
+                 tma_c: bool = False, epi=PLAIN, split: bool = False, batch: bool = False, dtype_b=None):
     """The Hopper kernel for one configuration, input type, output type and operand layout.
     vc: C's column pairs are aligned for paired stores; tma_c: C can be written by TMA (used when
     the configuration has ``tma_store``); split: split-K, each unit a tile's run of ``kper`` K
     slices, its fp32 partial sum written to its split's plane of C (M x ldc, planes
     M * ldc apart) without an epilogue (``fixup`` adds the planes, then applies it); batch: a
     batched product, every operand's tensor map 3-D (the batch last), a unit a tile of one
-    batch's product."""
+    batch's product; dtype_b: B's type where it is not A's (fp8: e4m3 times e5m2)."""
     if split and (out_dtype != "float32" or tma_c or not epi.plain or not cfg.persistent):
         raise ValueError("a split-K kernel is persistent and writes plain fp32 planes from registers")
     if batch and (split or not (tma_c and cfg.tma_store) or not cfg.persistent or cfg.cluster > 1):
         raise ValueError("a batched kernel is persistent, without clusters or split-K, and stores C by TMA")
-    BM, BN, BK, S, CONS, CL = cfg.bm, cfg.bn, cfg.bk, cfg.stages, cfg.consumers, cfg.cluster
+    BM, BN, S, CONS, CL = cfg.bm, cfg.bn, cfg.stages, cfg.consumers, cfg.cluster
+    BK = cfg.k_slice(layout.ITEMSIZE[dtype])
     PRODUCER, (REG_P, REG_C), WG_M = cfg.producer, cfg.regs, cfg.wg_m
     MI, NACC = WG_M // 64, cfg.acc_regs
     A_KM, B_KM = not ta, tb                     # k-major: K contiguous
@@ -485,7 +502,7 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
     EPI_BYTES = cfg.epilogue_bytes
     # the parts
     init_ring = make_init_ring(S, CONS * 4 * CL, CL)     # empty: lane 0 of every consumer warp of the cluster
-    consume = make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES)
+    consume = make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b)
     walk, walk_unit = make_scheduler(BM, BN, cfg.group_m, CL, split, batch)
     producer = make_producer(walk_unit, make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, STAGE, CL, batch), S, STAGE, BK)
     store, drain = make_epilogue_part(MI, BN, out_dtype, vc, cfg.tma_store and tma_c, cfg.epi_boxes, epi, batch)
@@ -612,7 +629,7 @@ def operand_maps(cfg: WgmmaConfig, a, b):
     """The tensor-map arguments of A and B but their addresses, ``(dtype, cols, rows, ld,
     box_cols, box_rows)`` for ``tensormap.encode``: a k-major operand in boxes of [rows][bk], an
     mn-major one in boxes of [bk][64 mn] (``layout.BOX_BYTES``)."""
-    bk = cfg.bk
+    bk = cfg.k_slice(a.itemsize)
     if not a.trans:     # A row-major: M rows of K
         ma = (a.dtype, a.cols, a.rows, a.ld, bk, cfg.bm)
     else:               # A column-major: K rows of M, one 128-byte swizzled row of M per box row
@@ -667,6 +684,35 @@ def _repack_step(x, which: int, region: int, dev, total: int):
     return step, replace(x, ld=ld, ptr=0)
 
 
+def _kmajor(x, which: int):
+    """(lines, K, s_i, s_j) of operand ``which`` (0: a, 1: b) read k-major: A's rows or B's
+    columns, each K long; element j of line i is element ``i * s_i + j * s_j`` of ``x`` as stored."""
+    if which == 0:
+        return x.rows, x.cols, *((1, x.ld) if x.trans else (x.ld, 1))
+    return x.cols, x.rows, *((x.ld, 1) if x.trans else (1, x.ld))
+
+
+def _needs_copy8(x, which: int) -> bool:
+    """An 8-bit operand is copied when it is not k-major (wgmma reads it no other way) or TMA
+    cannot read it."""
+    return x.trans != (which == 1) or bool(tma_requirements(x.ptr, x.ld, x.itemsize))
+
+
+def _gather8_step(x, which: int, region: int, dev, total: int):
+    """The step copying 8-bit operand ``which`` k-major to ``region`` of the scratch (transposing
+    it if it is mn-major), and the operand as the kernel then reads it there."""
+    from . import driver
+    lines, width, s_i, s_j = _kmajor(x, which)
+    ld = repack.pitch(width, x.dtype)
+    k = repack.gather8_kernel(s_i == 1 and s_j != 1)
+
+    def args(ws, pa, pb, pc, *ep):
+        return ((pa, pb)[which], ws + region, lines, width, s_i, s_j, ld)
+    step = Step(k, repack.grid8(lines, width), repack.THREADS, args, fn=driver.load(k, dev), workspace=total,
+                label=f"{'transpose' if x.trans != (which == 1) else 'repack'} {'ab'[which]}")
+    return step, replace(x, ld=ld, ptr=0, trans=which == 1)
+
+
 def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, splits=None):
     """A rung's planner: its configuration (of several, with ``split``: and the K splits, the
     pair ``pick_config`` chooses for the problem), kernel, tensor maps and grid. ``readable``:
@@ -685,27 +731,40 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
         take it: the caller then runs one product per batch)."""
         from . import driver
         if batch is not None:
-            return _batched_steps(cfgs, a, b, c, dev, epi, batch, resident) if readable else None
+            ok = readable and a.dtype not in layout.FP8
+            return _batched_steps(cfgs, a, b, c, dev, epi, batch, resident) if ok else None
         m, n, kk = c.rows, c.cols, a.cols
-        copy = [readable and bool(tma_requirements(x.ptr, x.ld, x.itemsize)) for x in (a, b)]
+        fp8 = a.dtype in layout.FP8
+        if fp8 and epi.scales is None:
+            raise ValueError("fp8 inputs need their scales: gemm(a, b, scale_a=..., scale_b=...) (float32 "
+                             "device arrays; numba_tc.fp8.quantize makes values and scales)")
+        keq = cdiv(kk * a.itemsize, 2)         # the cost model's K: 16-bit elements of the same bytes
+        if fp8:
+            copy = [_needs_copy8(x, i) for i, x in enumerate((a, b))]
+        else:
+            copy = [readable and bool(tma_requirements(x.ptr, x.ld, x.itemsize)) for x in (a, b)]
         cfg, splits = cfgs[0], forced or 1
         if forced is None and (len(cfgs) > 1 or split):
             slow_b = not copy[1] and not tma_rows_fast(b.ptr, b.ld, b.itemsize)
-            cfg, splits = pick_config(cfgs, m, n, kk, slow_b, driver.sm_count(dev), split, c.itemsize)
-        tiles, kper, units = split_units(cfg, m, n, kk, splits)
+            cfg, splits = pick_config(cfgs, m, n, keq, slow_b, driver.sm_count(dev), split, c.itemsize)
+        tiles, kper, units = split_units(cfg, m, n, keq, splits)
         splits = units // tiles                # as many as there are K slices for, at most
         ldw = fixup.plane_ld(n)
         sizes = [_lines(x)[0] * repack.pitch(_lines(x)[1], x.dtype) * x.itemsize if cp else 0
                  for x, cp in zip((a, b), copy)]
+        if fp8:
+            sizes = [_kmajor(x, i)[0] * repack.pitch(kk, x.dtype) if cp else 0
+                     for i, (x, cp) in enumerate(zip((a, b), copy))]
         (ra_off, rb_off, planes), total = workspace.carve(*sizes, splits * m * ldw * 4 if splits > 1 else 0)
         steps, ops = [], [a, b]
         for i, region in ((0, ra_off), (1, rb_off)):
             if copy[i]:
-                st, ops[i] = _repack_step(ops[i], i, region, dev, total)
+                st, ops[i] = (_gather8_step if fp8 else _repack_step)(ops[i], i, region, dev, total)
                 steps.append(st)
         ec = None if splits > 1 else output_map(cfg, c)
-        k = wgmma_kernel(cfg, a.dtype, "float32" if splits > 1 else c.dtype, a.trans, b.trans,
-                         splits > 1 or c.pairs_aligned, ec is not None, PLAIN if splits > 1 else epi, splits > 1)
+        k = wgmma_kernel(cfg, a.dtype, "float32" if splits > 1 else c.dtype, ops[0].trans, ops[1].trans,
+                         splits > 1 or c.pairs_aligned, ec is not None, PLAIN if splits > 1 else epi, splits > 1,
+                         False, None if b.dtype == a.dtype else b.dtype)
         fn = driver.load(k, dev)
         if resident is None:
             resident = driver.sm_count(dev) * cfg.min_blocks
@@ -787,6 +846,8 @@ def _kernels(cfgs, top: bool):
         return ((True, True),) * cfg.tma_store + ((True, False), (False, False))
 
     def kernels(dtype):
+        if dtype in layout.FP8:
+            return kernels8(dtype) if top else []
         outs = (dtype, "float32")
         out = [wgmma_kernel(cfg, dtype, o, ta, tb, vc, tc)
                for cfg in cfgs for vc, tc in stores(cfg) for o in outs for ta, tb in layouts]
@@ -795,6 +856,15 @@ def _kernels(cfgs, top: bool):
                     for cfg in cfgs if cfg.persistent for ta, tb in layouts]
             out += [fixup.fixup_kernel(o) for o in outs] + [repack.repack_kernel(dtype)]
         return out
+
+    def kernels8(dtype):
+        """fp8 (A and B of one type): always with its scales, always k-major after the copy."""
+        outs = ("bfloat16", "float16", "float32")
+        out = [wgmma_kernel(cfg, dtype, o, False, True, vc, tc, SCALED)
+               for cfg in cfgs for vc, tc in stores(cfg) for o in outs]
+        out += [wgmma_kernel(cfg, dtype, "float32", False, True, True, False, PLAIN, True)
+                for cfg in cfgs if cfg.persistent]
+        return out + [fixup.fixup_kernel(o, SCALED) for o in outs] + [repack.gather8_kernel(t) for t in (False, True)]
     return kernels
 
 
@@ -827,7 +897,7 @@ def _variant(name, rung, cfgs, note, top=False, splits=None):
     readable pitch where TMA cannot read one) and splits K where tiles are too few (``splits``:
     always that many, on the first configuration)."""
     cfgs = cfgs if isinstance(cfgs, tuple) else (cfgs,)
-    return Variant(name, "wgmma", rung, _IN, _SM90A, note, _plan(*cfgs, readable=top, split=top, splits=splits),
+    return Variant(name, "wgmma", rung, _IN + layout.FP8 if top else _IN, _SM90A, note, _plan(*cfgs, readable=top, split=top, splits=splits),
                    cfgs[0], _OUT, check=None if top else _check, max_cc=_SM90A, kernels=_kernels(cfgs, top),
                    batched=top)
 

@@ -17,7 +17,8 @@ from .layout import ITEMSIZE
 __all__ = ["tma_requirements", "tma_rows_fast", "encode", "MAP_BYTES"]
 
 MAP_BYTES = 128
-_DTYPES = {"float16": 6, "bfloat16": 9, "float32": 7}        # CUtensorMapDataType
+# CUtensorMapDataType (8-bit floats travel as UINT8: TMA moves bytes, wgmma reads them as fp8)
+_DTYPES = {"float16": 6, "bfloat16": 9, "float32": 7, "float8_e4m3fn": 0, "float8_e5m2": 0}
 _SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}                       # CUtensorMapSwizzle
 _L2_PROMOTION_256B = 3                                        # CUtensorMapL2promotion
 _CACHE: OrderedDict = OrderedDict()

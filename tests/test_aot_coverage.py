@@ -7,7 +7,8 @@ contiguous, padded and offset operands (rows 16-byte aligned or not, 16 mod 32 b
 column pairs aligned or not), and small, decoding, ragged, large and huge-K shapes.
 
 Out of scope: plans with an epilogue (their kernels carry the epilogue's code, and compile on
-first use; the fix-up of a split with an epilogue likewise)."""
+first use; the fix-up of a split with an epilogue likewise), but for fp8 inputs, whose plain
+call has its two scales (``epilogue.SCALED``); mixed e4m3 x e5m2 products."""
 import itertools
 import types
 
@@ -16,7 +17,9 @@ import pytest
 import numba_tc
 from numba_tc import driver
 from numba_tc.arrays import Matrix
-from numba_tc.layout import ITEMSIZE
+from numba_tc.api import FP8_OUT
+from numba_tc.epilogue import SCALED
+from numba_tc.layout import FP8, ITEMSIZE
 
 from conftest import SIM
 
@@ -29,9 +32,9 @@ SHAPES = [(1, 4096, 4096), (1, 8192, 8192), (8, 4096, 11008), (1, 1024, 65536), 
           (4096, 4096, 4096), (128 * 66, 256, 1024), (8192, 8192, 8192), (65536, 256, 4096)]
 # Each operand as (pad of the leading dimension, offset of the base in elements[, in bytes]):
 # contiguous, rows made odd, the base one element off; B's rows also 16 mod 32 bytes apart
-# (16-bit: TMA reads them slowly, hopper multicasts B); C's base 8 bytes off (pairs aligned, not
+# (TMA reads them slowly, hopper multicasts B); C's base 8 bytes off (pairs aligned, not
 # 16 bytes)
-ALIGNMENTS = list(itertools.product([(0, 0), (1, 0), (0, 1)], [(0, 0), (1, 0), (0, 1), (8, 0)],
+ALIGNMENTS = list(itertools.product([(0, 0), (1, 0), (0, 1)], [(0, 0), (1, 0), (0, 1), "16 bytes"],
                                     [(0, 0), (1, 0), (0, 0, 8)]))
 LAYOUTS = list(itertools.product((False, True), repeat=3))      # A, B, C column-major
 
@@ -51,6 +54,8 @@ def fake_driver(monkeypatch):
 
 
 def _operand(rows, cols, trans, dtype, align, base):
+    if align == "16 bytes":                 # rows padded by 16 bytes: 16 mod 32 bytes apart
+        align = (16 // ITEMSIZE[dtype], 0)
     pad, off = align[0], align[1]
     byte = align[2] if len(align) > 2 else off * ITEMSIZE[dtype]
     ld = (rows if trans else cols) + pad
@@ -62,7 +67,7 @@ def problems(dtype):
     that run as ``dtype`` (tf32: float32 arrays)."""
     arrays = "float32" if dtype == "tf32" else dtype
     for (m, n, k), (ta, tb, tc), aligns in itertools.product(SHAPES, LAYOUTS, ALIGNMENTS):
-        for out in dict.fromkeys((arrays, "float32")):
+        for out in FP8_OUT if dtype in FP8 else dict.fromkeys((arrays, "float32")):
             a = _operand(m, k, ta, arrays, aligns[0], 1 << 32)
             b = _operand(k, n, tb, arrays, aligns[1], 2 << 32)
             c = _operand(m, n, tc, out, aligns[2], 3 << 32)
@@ -83,7 +88,7 @@ def planned(v, dtype):
         for a, b, c in problems(dtype):
             if v.refuses(a, b, c):
                 continue
-            for st in v.plan(a, b, c, 0):
+            for st in v.plan(a, b, c, 0, **({"epi": SCALED} if dtype in FP8 else {})):
                 seen.setdefault(st.kernel.key, (a, b, c))
     return seen
 

@@ -265,6 +265,33 @@ WGMMA(256, "128", "129", "130")
 #undef WGMMA
 #undef WGMMA_ASM
 
+// fp8 (PTX ISA 9.7.15.5, .e4m3 / .e5m2 inputs): D[64 x N] (+)= A[64 x 32] * B[32 x N], both operands
+// K-major in shared memory (8-bit types have no transpose immediates), a k32 step 32 bytes of K as
+// a 16-bit k16 step is. kind = 2 * (A is e5m2) + (B is e5m2): mixed formats are allowed.
+#define WGMMA8_ASM(N, TA, TB, NA, NB, NS)                                                      \
+    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %" NS ", 0;\n"                            \
+                 " wgmma.mma_async.sync.aligned.m64n" #N "k32.f32." TA "." TB " " D##N ","        \
+                 " %" NA ", %" NB ", p, 1, 1;\n}"                                               \
+                 : ACC##N(d, o) : "l"(da), "l"(db), "r"(scale_d))
+
+#define WGMMA8(N, NA, NB, NS)                                                                    \
+extern "C" __device__ int wgmma_m64n##N##k32_f8(int* ret, float* d, int o, u64 da, u64 db,      \
+                                                int scale_d, int kind) {                        \
+    switch (kind) {                                                                            \
+        case 0: WGMMA8_ASM(N, "e4m3", "e4m3", NA, NB, NS); break;                              \
+        case 1: WGMMA8_ASM(N, "e4m3", "e5m2", NA, NB, NS); break;                              \
+        case 2: WGMMA8_ASM(N, "e5m2", "e4m3", NA, NB, NS); break;                              \
+        default: WGMMA8_ASM(N, "e5m2", "e5m2", NA, NB, NS); break;                             \
+    }                                                                                          \
+    return 0;                                                                                  \
+}
+WGMMA8(64, "32", "33", "34")
+WGMMA8(128, "64", "65", "66")
+WGMMA8(192, "96", "97", "98")
+WGMMA8(256, "128", "129", "130")
+#undef WGMMA8
+#undef WGMMA8_ASM
+
 // ---------------------------------------------------------------------------------------------
 // setmaxnreg (PTX ISA 9.7.17.1): a warpgroup hands registers back (dec) or takes them (inc) so
 // that a producer warpgroup can run small and consumers large. n: a multiple of 8 in 24..256.

@@ -1,0 +1,146 @@
+"""fp8 products on Hopper (issue 20): e4m3 and e5m2 inputs with per-tensor scales, checked against
+a float64 product of the dequantized inputs into NaN-poisoned outputs, in all four operand layouts
+(wgmma reads fp8 k-major only: the others go through a transposing copy, and ``explain`` must
+show it), both output orders, ragged sizes, K not a multiple of 16 bytes, split-K, mixed formats;
+the scales read on the GPU (a captured graph replays with new values); the errors a user meets."""
+import numpy as np
+import pytest
+
+import numba_tc
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(torch is None, reason="needs torch")]
+
+E4M3 = getattr(torch, "float8_e4m3fn", None)
+E5M2 = getattr(torch, "float8_e5m2", None)
+TOL = 1e-2          # 16-bit outputs; fp32 accumulation of exact fp8 products
+
+
+@pytest.fixture(autouse=True)
+def _hopper_gpu():
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("needs an sm_90 GPU (fp8 wgmma)")
+
+
+def quantize(x, dtype):
+    scale = (x.abs().amax().float() / torch.finfo(dtype).max).clamp(min=1e-12)
+    return (x / scale).clamp(torch.finfo(dtype).min, torch.finfo(dtype).max).to(dtype), scale.reshape(1)
+
+
+def _operand(rows, cols, trans, dtype, g):
+    """A (rows x cols) fp8 operand, column-major when ``trans``, and its scale."""
+    x = torch.randn(cols, rows, device="cuda", generator=g) if trans else torch.randn(rows, cols, device="cuda", generator=g)
+    q, s = quantize(x, dtype)
+    return (q.t() if trans else q), s
+
+
+def _rel(x, ref):
+    return float(torch.linalg.norm(x.double() - ref) / torch.linalg.norm(ref))
+
+
+def _run(m, n, k, layout, out_layout="C", da=None, db=None, out_dtype="bfloat16", seed=0):
+    out_dtype = getattr(torch, out_dtype)
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    a, sa = _operand(m, k, layout[0] == "T", da or E4M3, g)
+    b, sb = _operand(k, n, layout[1] == "T", db or E4M3, g)
+    out = torch.full((m, n) if out_layout == "C" else (n, m), float("nan"), device="cuda", dtype=out_dtype)
+    out = out if out_layout == "C" else out.t()
+    res = numba_tc.gemm(a, b, scale_a=sa, scale_b=sb, out=out)
+    assert res is out
+    want = (a.double() * sa.double()) @ (b.double() * sb.double())
+    return out, want, numba_tc.explain(a, b, out=out, scale_a=sa, scale_b=sb)
+
+
+@pytest.mark.parametrize("layout", ["NT", "NN", "TN", "TT"])
+@pytest.mark.parametrize("m,n,k", [(256, 512, 1024), (1000, 777, 1000), (37, 300, 4100), (200, 300, 8192)])
+@pytest.mark.parametrize("out_layout", ["C", "F"])
+def test_every_layout_and_shape(layout, m, n, k, out_layout):
+    out, want, path = _run(m, n, k, layout, out_layout)
+    assert not torch.isnan(out).any()
+    assert _rel(out, want) < TOL, path
+    # A is read k-major when row-major, B when column-major (roles swap for a column-major C)
+    kmajor = layout == ("NT" if out_layout == "C" else "TN")
+    aligned = k % 16 == 0
+    assert ("transpose" in path) == (not kmajor), path
+    if kmajor and aligned:
+        assert "repack" not in path and "transpose" not in path, path
+    if not aligned:
+        assert "repack" in path or "transpose" in path, path
+
+
+@pytest.mark.parametrize("da,db", [("e4m3", "e5m2"), ("e5m2", "e4m3"), ("e5m2", "e5m2")])
+@pytest.mark.parametrize("out_dtype", ["float32", "float16"])
+def test_formats_and_outputs(da, db, out_dtype):
+    t = {"e4m3": E4M3, "e5m2": E5M2}
+    out, want, _ = _run(300, 520, 2048, "NT", da=t[da], db=t[db], out_dtype=out_dtype)
+    assert _rel(out, want) < (1e-5 if out_dtype == "float32" else TOL)
+
+
+def test_split_k_applies_the_scales_once():
+    out, want, path = _run(128, 256, 16384, "NT")
+    assert "split-K" in path and "fixup" in path, path
+    assert _rel(out, want) < TOL
+
+
+def test_like_scaled_mm():
+    """Within a little of cuBLASLt's own error on the same inputs (long K: accumulation)."""
+    g = torch.Generator(device="cuda").manual_seed(5)
+    a, sa = quantize(torch.randn(512, 16384, device="cuda", generator=g), E4M3)
+    w, sb = quantize(torch.randn(1024, 16384, device="cuda", generator=g), E4M3)
+    want = (a.double() * sa.double()) @ (w.t().double() * sb.double())
+    ours = numba_tc.gemm(a, w.t(), scale_a=sa, scale_b=sb)
+    ref = torch._scaled_mm(a, w.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+    assert ours.dtype == torch.bfloat16
+    assert _rel(ours, want) <= 1.1 * _rel(ref, want) + 1e-4
+
+
+def test_scales_are_read_on_the_gpu_in_a_graph():
+    g = torch.Generator(device="cuda").manual_seed(6)
+    a, sa = _operand(256, 512, False, E4M3, g)
+    b, sb = _operand(512, 384, True, E4M3, g)
+    out = torch.empty(256, 384, device="cuda", dtype=torch.float32)
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        numba_tc.gemm(a, b, scale_a=sa, scale_b=sb, out=out)       # warm: planned outside capture
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=s):
+            numba_tc.gemm(a, b, scale_a=sa, scale_b=sb, out=out)
+    first = (a.double() * sa.double()) @ (b.double() * sb.double())
+    graph.replay()
+    torch.cuda.synchronize()
+    assert _rel(out, first) < 1e-5
+    sa.mul_(3.0)
+    sb.mul_(0.5)
+    out.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert _rel(out, 1.5 * first) < 1e-5
+
+
+def test_bad_input_is_refused_with_the_reason():
+    g = torch.Generator(device="cuda").manual_seed(7)
+    a, sa = _operand(64, 128, False, E4M3, g)
+    b, sb = _operand(128, 64, True, E4M3, g)
+    with pytest.raises(ValueError, match="scale"):
+        numba_tc.gemm(a, b)
+    with pytest.raises(ValueError, match="both scale_a and scale_b"):
+        numba_tc.gemm(a, b, scale_a=sa)
+    with pytest.raises(TypeError, match="float32"):
+        numba_tc.gemm(a, b, scale_a=sa.half(), scale_b=sb)
+    with pytest.raises(ValueError, match="one value"):
+        numba_tc.gemm(a, b, scale_a=sa.repeat(2), scale_b=sb)
+    with pytest.raises(TypeError, match="not on a CUDA device"):
+        numba_tc.gemm(a, b, scale_a=sa.cpu(), scale_b=sb)
+    x = torch.randn(64, 128, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="dequantize fp8"):
+        numba_tc.gemm(x, x.t(), scale_a=sa, scale_b=sb)
+    with pytest.raises(TypeError, match="one dtype"):
+        numba_tc.gemm(a, x.t(), scale_a=sa, scale_b=sb)
+    with pytest.raises(TypeError, match="out_dtype"):
+        numba_tc.gemm(a, b, scale_a=sa, scale_b=sb, out_dtype="float8_e4m3fn")
+    with pytest.raises(ValueError, match="batched fp8"):
+        numba_tc.gemm(a.unsqueeze(0), b.unsqueeze(0), scale_a=sa, scale_b=sb)
