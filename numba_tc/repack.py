@@ -71,10 +71,10 @@ def gather8_kernel(trans: bool):
     contiguous dimension (``trans``: the source is contiguous along i, ``s_i`` == 1). Each block
     moves a TILE8 x TILE8 tile through shared memory, read along the source's contiguous
     dimension and written along dst's rows: both coalesced."""
-    T, GROUPS = TILE8, THREADS // TILE8
+    T, TP, GROUPS = TILE8, TILE8 + 1, THREADS // TILE8      # TP: [j][i] rows padded, columns in distinct banks
 
     def gather(src, dst, lines, width, s_i, s_j, ld_dst):
-        tile = cuda.shared.array((T, T + 1), uint8)      # [j][i]; +1: columns in distinct banks
+        tile = cuda.shared.array((T, TP), uint8)
         tiles_j = (width + T - 1) // T
         bi = cuda.blockIdx.x // tiles_j
         i0 = int64(bi) * T
