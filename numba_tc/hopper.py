@@ -242,12 +242,13 @@ def _fp8_kind(dtype_a: str, dtype_b: str) -> int:
 
 
 @lru_cache(maxsize=None)
-def make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b=None):
+def make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b=None, OFF=0):
     """``consume(pacc, stage, full, ph, a_row0)``: wait for the stage's K slice to land, then
     issue (and commit, as one group) its wgmmas: 4 steps of 32 bytes of K (k16 for 16-bit
     inputs, k32 for fp8: ``dtype_b`` is B's when it differs from A's) x MI m64 blocks of this
     warpgroup's rows from ``a_row0``, m64nBN each. wgmma's transpose flags say a 16-bit operand
-    is mn-major; fp8 operands are k-major only."""
+    is mn-major; fp8 operands are k-major only. ``OFF``: the slice's sum goes to accumulators
+    from OFF on, starting from zero (a promoted mainloop's), else it adds to those from 0."""
     fp8 = dtype in layout.FP8
     if fp8 and not (A_KM and B_KM):
         raise ValueError("wgmma reads 8-bit operands k-major only (A row-major, B column-major)")
@@ -260,10 +261,11 @@ def make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b=None):
         mi = t - ks * MI
         da = _operand_desc(stage, A_KM, a_row0 + 64 * mi, ks)
         db = _operand_desc(stage + A_BYTES, B_KM, 0, ks)
+        keep = 0 if OFF and ks == 0 else 1
         if fp8:
-            WG(pacc, mi * (BN // 2), da, db, 1, KND)
+            WG(pacc, OFF + mi * (BN // 2), da, db, keep, KND)
         else:
-            WG(pacc, mi * (BN // 2), da, db, 1, KND, 0 if A_KM else 1, 0 if B_KM else 1)
+            WG(pacc, OFF + mi * (BN // 2), da, db, keep, KND, 0 if A_KM else 1, 0 if B_KM else 1)
     wgmma_all = unrolled(wgmma_one, 8)
 
     @device
@@ -299,16 +301,33 @@ def make_producer(walk_unit, produce, S, STAGE, BK):
 
 
 @lru_cache(maxsize=None)
-def make_mainloop(consume, S, STAGE, CL):
+def make_mainloop(consume, S, STAGE, CL, PROMOTE=0):
     """Mainloop (a consumer warpgroup): ``mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0,
     lane)``: ktiles K slices from the ring into the accumulators (``consume``: ``make_slice_mma``),
     one wgmma group kept in flight: once slice t's group is issued, slice t-1's is done and its
-    stage is released in every CTA of the cluster. Returns the ring position after the tile."""
+    stage is released in every CTA of the cluster. Returns the ring position after the tile.
+    With PROMOTE (the accumulator count, fp8): each slice's sum lands in accumulators PROMOTE..
+    2 PROMOTE - 1 and, once it is done, is added to the fp32 ones 0..PROMOTE - 1 (fp8 wgmma adds
+    in fewer bits than fp32: promoting every 128 of K keeps a long K's sum accurate)."""
     advance = _advancer(S)
     release = _releaser(CL)
 
     @device
+    def add_slice(i, pacc):
+        pacc[i] += pacc[PROMOTE + i]
+    add_all = unrolled(add_slice, 128)
+
+    @device
     def mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0, lane):
+        if PROMOTE:
+            for t in range(ktiles):
+                consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0)
+                wgmma_wait(0)
+                if lane == 0:
+                    release(bars + 8 * (S + s))
+                add_all(PROMOTE, pacc)
+                s, ph = advance(s, ph)
+            return s, ph
         prev = 0
         for t in range(ktiles):
             consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0)
@@ -496,17 +515,18 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
     BM, BN, S, CONS, CL = cfg.bm, cfg.bn, cfg.stages, cfg.consumers, cfg.cluster
     BK = cfg.k_slice(layout.ITEMSIZE[dtype])
     PRODUCER, (REG_P, REG_C), WG_M = cfg.producer, cfg.regs, cfg.wg_m
-    MI, NACC = WG_M // 64, cfg.acc_regs
+    MI, NACC, LOCAL = WG_M // 64, cfg.acc_regs, cfg.local_regs
+    PROMOTE = NACC if cfg.promote else 0
     A_KM, B_KM = not ta, tb                     # k-major: K contiguous
     A_BYTES, STAGE = BM * BK * layout.ITEMSIZE[dtype], cfg.stage_bytes
     EPI_BYTES = cfg.epilogue_bytes
     # the parts
     init_ring = make_init_ring(S, CONS * 4 * CL, CL)     # empty: lane 0 of every consumer warp of the cluster
-    consume = make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b)
+    consume = make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b, PROMOTE)
     walk, walk_unit = make_scheduler(BM, BN, cfg.group_m, CL, split, batch)
     producer = make_producer(walk_unit, make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, STAGE, CL, batch), S, STAGE, BK)
     store, drain = make_epilogue_part(MI, BN, out_dtype, vc, cfg.tma_store and tma_c, cfg.epi_boxes, epi, batch)
-    consumer = make_consumer(walk_unit, make_mainloop(consume, S, STAGE, CL), store, drain, NACC, WG_M,
+    consumer = make_consumer(walk_unit, make_mainloop(consume, S, STAGE, CL, PROMOTE), store, drain, NACC, WG_M,
                              layout.ITEMSIZE[out_dtype])
     one_tile = make_one_tile(make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, STAGE, 1), consume,
                              make_epilogue_part(MI, BN, out_dtype, vc, False, cfg.epi_boxes, epi)[0],
@@ -523,7 +543,7 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
         grid_m = (M + BM - 1) // BM
         grid_n = (N + BN - 1) // BN
         ktiles = (K + BK - 1) // BK
-        acc = cuda.local.array(NACC, float32)
+        acc = cuda.local.array(LOCAL, float32)
         pacc = ptr(acc)
         if not PRODUCER:
             one_tile(acc, pacc, C, TMA_A, TMA_B, sbase, bars, grid_m, grid_n, ktiles, ldc, M, N, tid, ep)
@@ -713,13 +733,13 @@ def _gather8_step(x, which: int, region: int, dev, total: int):
     return step, replace(x, ld=ld, ptr=0, trans=which == 1)
 
 
-def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, splits=None):
+def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, splits=None, fp8_cfgs=()):
     """A rung's planner: its configuration (of several, with ``split``: and the K splits, the
     pair ``pick_config`` chooses for the problem), kernel, tensor maps and grid. ``readable``:
     operands TMA cannot read are first copied to scratch at a pitch it can (``repack``); a split
     adds the fix-up (``fixup``) after the kernel. ``splits``: this many (at most: every split
     gets a slice) on ``cfgs[0]``, a persistent configuration, instead of the model's choice (for
-    tuning and A/B runs)."""
+    tuning and A/B runs). ``fp8_cfgs``: the configurations fp8 inputs take instead (promoted)."""
     forced = splits
     if forced is not None and (forced < 1 or not cfgs[0].persistent):
         raise ValueError(f"splits={forced}: at least 1, on a persistent configuration (split-K units are "
@@ -735,6 +755,7 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
             return _batched_steps(cfgs, a, b, c, dev, epi, batch, resident) if ok else None
         m, n, kk = c.rows, c.cols, a.cols
         fp8 = a.dtype in layout.FP8
+        pool = fp8_cfgs if fp8 and fp8_cfgs else cfgs
         if fp8 and epi.scales is None:
             raise ValueError("fp8 inputs need their scales: gemm(a, b, scale_a=..., scale_b=...) (float32 "
                              "device arrays; numba_tc.fp8.quantize makes values and scales)")
@@ -743,10 +764,10 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
             copy = [_needs_copy8(x, i) for i, x in enumerate((a, b))]
         else:
             copy = [readable and bool(tma_requirements(x.ptr, x.ld, x.itemsize)) for x in (a, b)]
-        cfg, splits = cfgs[0], forced or 1
-        if forced is None and (len(cfgs) > 1 or split):
+        cfg, splits = pool[0], forced or 1
+        if forced is None and (len(pool) > 1 or split):
             slow_b = not copy[1] and not tma_rows_fast(b.ptr, b.ld, b.itemsize)
-            cfg, splits = pick_config(cfgs, m, n, keq, slow_b, driver.sm_count(dev), split, c.itemsize)
+            cfg, splits = pick_config(pool, m, n, keq, slow_b, driver.sm_count(dev), split, c.itemsize)
         tiles, kper, units = split_units(cfg, m, n, keq, splits)
         splits = units // tiles                # as many as there are K slices for, at most
         ldw = fixup.plane_ld(n)
@@ -835,7 +856,7 @@ def _batched_steps(cfgs, a, b, c, dev, epi, batch, resident):
     return [Step(k, grid, cfg.threads, args, smem=cfg.smem_bytes, fn=fn, label=label)]
 
 
-def _kernels(cfgs, top: bool):
+def _kernels(cfgs, top: bool, fp8_cfgs=()):
     """Every kernel a rung's planner picks for ``dtype`` inputs without an epilogue (for
     ahead-of-time compiles, ``aot.precompile``; tests/test_aot_coverage.py checks the planner
     against it): each layout, the input dtype or float32 out, C stored by TMA, in pairs or one
@@ -860,10 +881,11 @@ def _kernels(cfgs, top: bool):
     def kernels8(dtype):
         """fp8 (A and B of one type): always with its scales, always k-major after the copy."""
         outs = ("bfloat16", "float16", "float32")
+        pool = fp8_cfgs or cfgs
         out = [wgmma_kernel(cfg, dtype, o, False, True, vc, tc, SCALED)
-               for cfg in cfgs for vc, tc in stores(cfg) for o in outs]
+               for cfg in pool for vc, tc in stores(cfg) for o in outs]
         out += [wgmma_kernel(cfg, dtype, "float32", False, True, True, False, PLAIN, True)
-                for cfg in cfgs if cfg.persistent]
+                for cfg in pool if cfg.persistent]
         return out + [fixup.fixup_kernel(o, SCALED) for o in outs] + [repack.gather8_kernel(t) for t in (False, True)]
     return kernels
 
@@ -887,18 +909,24 @@ RUNG7_CONFIGS = tuple(RUNG7.replace(**kw) for kw in (
     {}, dict(bn=192), dict(bn=128, max_stages=6), dict(bm=64, consumers=1), dict(cluster=2),
     dict(bn=128, max_stages=6, cluster=2)))
 
+# fp8 inputs: 128x128 tiles whose accumulators are promoted (each K slice summed apart, then added
+# to fp32 registers, as cuBLAS's default and DeepGEMM do): the two sets of a wider tile's would
+# not fit the 168 registers a thread of a 384-thread block may have; B multicast where it is slow.
+FP8_CONFIGS = tuple(RUNG7.replace(bn=128, max_stages=6, promote=True, **kw) for kw in ({}, dict(cluster=2)))
+
 _IN = ("float16", "bfloat16")
 _OUT = ("float32", "float16", "bfloat16")
 _SM90A = (9, 0)
 
 
-def _variant(name, rung, cfgs, note, top=False, splits=None):
+def _variant(name, rung, cfgs, note, top=False, splits=None, fp8_cfgs=()):
     """A rung's variant. ``top``: the one ``auto`` picks, which takes every operand (a copy to a
     readable pitch where TMA cannot read one) and splits K where tiles are too few (``splits``:
     always that many, on the first configuration)."""
     cfgs = cfgs if isinstance(cfgs, tuple) else (cfgs,)
-    return Variant(name, "wgmma", rung, _IN + layout.FP8 if top else _IN, _SM90A, note, _plan(*cfgs, readable=top, split=top, splits=splits),
-                   cfgs[0], _OUT, check=None if top else _check, max_cc=_SM90A, kernels=_kernels(cfgs, top),
+    return Variant(name, "wgmma", rung, _IN + layout.FP8 if top else _IN, _SM90A, note,
+                   _plan(*cfgs, readable=top, split=top, splits=splits, fp8_cfgs=fp8_cfgs),
+                   cfgs[0], _OUT, check=None if top else _check, max_cc=_SM90A, kernels=_kernels(cfgs, top, fp8_cfgs),
                    batched=top)
 
 
@@ -919,7 +947,9 @@ RUNGS = [
              "by TMA stores (coalesced, asynchronous, clipped at the edges); per problem (a cost model), "
              "the tile (128x256, 128x192, 128x128 or 64x256), B multicast where its rows are not 32-byte aligned, "
              "split-K where tiles are too few (partial sums added in a fixed order, then the epilogue), "
-             "and a copy to a readable pitch for operands TMA cannot read", top=True),
+             "and a copy to a readable pitch for operands TMA cannot read; fp8 inputs (e4m3, e5m2) on the "
+             "fp8 wgmma with promoted accumulators and their scales, operands copied k-major where they are "
+             "not", top=True, fp8_cfgs=FP8_CONFIGS),
 ]
 
 

@@ -62,8 +62,9 @@ def test_every_layout_and_shape(layout, m, n, k, out_layout):
     out, want, path = _run(m, n, k, layout, out_layout)
     assert not torch.isnan(out).any()
     assert _rel(out, want) < TOL, path
-    # A is read k-major when row-major, B when column-major (roles swap for a column-major C)
-    kmajor = layout == ("NT" if out_layout == "C" else "TN")
+    # A is read k-major when row-major, B when column-major (for a column-major C the kernel
+    # computes C^T = B^T A^T: the same two operands k-major)
+    kmajor = layout == "NT"
     aligned = k % 16 == 0
     assert ("transpose" in path) == (not kmajor), path
     if kmajor and aligned:
@@ -77,7 +78,8 @@ def test_every_layout_and_shape(layout, m, n, k, out_layout):
 def test_formats_and_outputs(da, db, out_dtype):
     t = {"e4m3": E4M3, "e5m2": E5M2}
     out, want, _ = _run(300, 520, 2048, "NT", da=t[da], db=t[db], out_dtype=out_dtype)
-    assert _rel(out, want) < (1e-5 if out_dtype == "float32" else TOL)
+    # fp32 out: what is left is fp8 wgmma's own accumulation within a K slice of 128
+    assert _rel(out, want) < (2e-5 if out_dtype == "float32" else TOL)
 
 
 def test_split_k_applies_the_scales_once():
@@ -92,10 +94,12 @@ def test_like_scaled_mm():
     a, sa = quantize(torch.randn(512, 16384, device="cuda", generator=g), E4M3)
     w, sb = quantize(torch.randn(1024, 16384, device="cuda", generator=g), E4M3)
     want = (a.double() * sa.double()) @ (w.t().double() * sb.double())
-    ours = numba_tc.gemm(a, w.t(), scale_a=sa, scale_b=sb)
-    ref = torch._scaled_mm(a, w.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
-    assert ours.dtype == torch.bfloat16
-    assert _rel(ours, want) <= 1.1 * _rel(ref, want) + 1e-4
+    for out_dtype in (torch.bfloat16, torch.float32):
+        ours = numba_tc.gemm(a, w.t(), scale_a=sa, scale_b=sb, out_dtype=str(out_dtype)[6:])
+        ref = torch._scaled_mm(a, w.t(), scale_a=sa, scale_b=sb, out_dtype=out_dtype)
+        assert ours.dtype == out_dtype
+        print(f"{out_dtype}: rel_err {_rel(ours, want):.3e}, torch._scaled_mm {_rel(ref, want):.3e}")
+        assert _rel(ours, want) <= 1.1 * _rel(ref, want)
 
 
 def test_scales_are_read_on_the_gpu_in_a_graph():
@@ -112,13 +116,13 @@ def test_scales_are_read_on_the_gpu_in_a_graph():
     first = (a.double() * sa.double()) @ (b.double() * sb.double())
     graph.replay()
     torch.cuda.synchronize()
-    assert _rel(out, first) < 1e-5
+    assert _rel(out, first) < 2e-5
     sa.mul_(3.0)
     sb.mul_(0.5)
     out.fill_(float("nan"))
     graph.replay()
     torch.cuda.synchronize()
-    assert _rel(out, 1.5 * first) < 1e-5
+    assert _rel(out, 1.5 * first) < 2e-5
 
 
 def test_bad_input_is_refused_with_the_reason():
