@@ -1,5 +1,5 @@
-"""fp8 configurations A/B: the promoted 128x128 tiles ``hopper`` uses against unpromoted wider
-ones (wgmma's own accumulation: faster, less accurate) and ``torch._scaled_mm`` with and without
+"""fp8 configurations A/B: ``hopper``'s choice, promoted tiles of one or two slice buffers, and
+an unpromoted wider one (wgmma's own accumulation: faster, less accurate) and ``torch._scaled_mm`` with and without
 its fast accumulation, interleaved on the same inputs; rel_err against float64 at each shape.
 
     python benchmarks/ab_fp8.py [--shapes 4096,4096,4096 8192,8192,8192]
@@ -20,10 +20,12 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--shapes", nargs="+", default=["4096,4096,4096", "8192,8192,8192", "1024,1024,16384"])
     args = p.parse_args()
-    cands = {"hopper (promoted 128x128)": "hopper",
-             "unpromoted 128x256": numba_tc.variant_from(hopper.RUNG7, "fp8_128x256", splits=1),
-             "unpromoted 128x128": numba_tc.variant_from(hopper.RUNG7.replace(bn=128, max_stages=6), "fp8_128x128",
-                                                         splits=1)}
+    r7 = hopper.RUNG7
+    cands = {"hopper": "hopper",
+             "128x128 promote 2": numba_tc.variant_from(r7.replace(bn=128, max_stages=6, promote=2), "f1", splits=1),
+             "128x192 promote 1": numba_tc.variant_from(r7.replace(bn=192, promote=1), "f2", splits=1),
+             "128x128 promote 1": numba_tc.variant_from(r7.replace(bn=128, max_stages=6, promote=1), "f3", splits=1),
+             "128x256 unpromoted": numba_tc.variant_from(r7, "f4", splits=1)}
     for shape in args.shapes:
         m, n, k = map(int, shape.split(","))
         g = torch.Generator(device="cuda").manual_seed(0)

@@ -252,7 +252,7 @@ class WgmmaConfig:
     persistent: bool = False        # rung 5: at most one block per SM walks the tiles
     cluster: int = 1                # rung 6: blocks per cluster along M, sharing B by TMA multicast
     tma_store: bool = False         # rung 7: epilogue staged in shared memory, written by TMA
-    promote: bool = False           # fp8: each K slice into its own accumulators, added to fp32 ones
+    promote: int = 0                # fp8: K slices summed apart in this many buffers, added to fp32 ones
     epi_boxes: int = 2              # 8 KiB output boxes per consumer in that ring (2: double buffer)
     group_m: int = 8                # tile order: groups of group_m block rows share B tiles in L2
     max_stages: int = 6
@@ -277,9 +277,10 @@ class WgmmaConfig:
 
     @property
     def local_regs(self) -> int:
-        """Accumulator registers a consumer thread holds: with ``promote`` twice ``acc_regs``
-        (fp8 wgmma adds in fewer bits than fp32: each slice's sum is added to fp32 registers)."""
-        return self.acc_regs * (2 if self.promote else 1)
+        """Accumulator registers a consumer thread holds: ``acc_regs`` and, with ``promote``, as
+        many again per slice buffer (fp8 wgmma adds in fewer bits than fp32: each slice's sum is
+        added to fp32 registers; with 2 buffers one slice's wgmma runs while the last is added)."""
+        return self.acc_regs * (1 + self.promote)
 
     @property
     def stage_bytes(self) -> int:
@@ -319,15 +320,18 @@ class WgmmaConfig:
               f"bm={self.bm}: each of {self.consumers} consumer warpgroups needs a multiple of 64 rows")
         _need(self.bm <= 256, f"bm={self.bm}: a TMA box has at most 256 rows")
         _need(self.bn in WGMMA_N, f"bn={self.bn}: one of {WGMMA_N} (the wgmma widths in ptx/hopper.cu)")
-        _need(self.local_regs <= MAX_ACC_REGS, f"{self.local_regs} accumulators per thread "
-              f"(wg_m={self.wg_m} x bn={self.bn} / 128 threads{', x2 promoted' if self.promote else ''}) "
-              f"> {MAX_ACC_REGS}: they would spill")
+        _need(self.acc_regs <= MAX_ACC_REGS, f"{self.acc_regs} accumulators per thread "
+              f"(wg_m={self.wg_m} x bn={self.bn} / 128 threads) > {MAX_ACC_REGS}: they would spill")
         _need(self.threads <= MAX_THREADS, f"{self.threads} threads > {MAX_THREADS}")
-        # ptxas compiles the whole kernel under the launch bound's register cap (setmaxnreg only
-        # moves registers at run time): a wgmma needs its accumulators plus about 24 more.
-        cap = min(255, 65536 // (self.threads * self.min_blocks)) // 8 * 8
-        _need(cap >= self.local_regs + 24, f"{self.threads} threads x {self.min_blocks} blocks leave "
-              f"{cap} registers per thread, too few for {self.local_regs} accumulators")
+        # A consumer needs its accumulators plus about 24 more registers, under the launch
+        # bound's cap, or after setmaxnreg under the consumers' count: ptxas compiles the code
+        # that follows setmaxnreg.inc to that count (a promoted 128x192 fp8 tile holds 192
+        # accumulators without a spill in a kernel whose launch bound allows 168).
+        cap = self.regs[1] or min(255, 65536 // (self.threads * self.min_blocks)) // 8 * 8
+        _need(cap >= self.local_regs + 24, f"{self.threads} threads x {self.min_blocks} blocks "
+              f"{'(setmaxnreg) ' if self.regs[1] else ''}leave {cap} registers per thread, too few for "
+              f"{self.local_regs} accumulators")
+        _need(self.promote in (0, 1, 2), f"promote={self.promote}: 0 (off), 1 or 2 slice buffers")
         _need(not self.promote or self.producer, "promoted accumulation builds on the producer warpgroup")
         p, c = self.regs
         if p or c:

@@ -301,33 +301,16 @@ def make_producer(walk_unit, produce, S, STAGE, BK):
 
 
 @lru_cache(maxsize=None)
-def make_mainloop(consume, S, STAGE, CL, PROMOTE=0):
+def make_mainloop(consume, S, STAGE, CL):
     """Mainloop (a consumer warpgroup): ``mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0,
     lane)``: ktiles K slices from the ring into the accumulators (``consume``: ``make_slice_mma``),
     one wgmma group kept in flight: once slice t's group is issued, slice t-1's is done and its
-    stage is released in every CTA of the cluster. Returns the ring position after the tile.
-    With PROMOTE (the accumulator count, fp8): each slice's sum lands in accumulators PROMOTE..
-    2 PROMOTE - 1 and, once it is done, is added to the fp32 ones 0..PROMOTE - 1 (fp8 wgmma adds
-    in fewer bits than fp32: promoting every 128 of K keeps a long K's sum accurate)."""
+    stage is released in every CTA of the cluster. Returns the ring position after the tile."""
     advance = _advancer(S)
     release = _releaser(CL)
 
     @device
-    def add_slice(i, pacc):
-        pacc[i] += pacc[PROMOTE + i]
-    add_all = unrolled(add_slice, 128)
-
-    @device
     def mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0, lane):
-        if PROMOTE:
-            for t in range(ktiles):
-                consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0)
-                wgmma_wait(0)
-                if lane == 0:
-                    release(bars + 8 * (S + s))
-                add_all(PROMOTE, pacc)
-                s, ph = advance(s, ph)
-            return s, ph
         prev = 0
         for t in range(ktiles):
             consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0)
@@ -339,6 +322,70 @@ def make_mainloop(consume, S, STAGE, CL, PROMOTE=0):
         wgmma_wait(0)
         if lane == 0:
             release(bars + 8 * (S + prev))
+        return s, ph
+    return mainloop
+
+
+@lru_cache(maxsize=None)
+def make_promoted_mainloop(consume_a, consume_b, S, STAGE, CL, NACC):
+    """The mainloop of fp8 with promotion: each K slice's sum goes to accumulators of its own
+    (``consume_a``: slices 0, 2, .. into buffer A at NACC; ``consume_b``: 1, 3, .. into B at
+    2 NACC, or A again when there is one buffer), and, once its wgmma is done, is added to the
+    fp32 accumulators 0..NACC-1: fp8 wgmma adds in fewer bits than fp32, so promoting every 128
+    of K keeps a long K's sum accurate. With two buffers, slice t's wgmma runs while slice t-1
+    is added (one group in flight, as ``make_mainloop``); with one, each slice waits for its own."""
+    advance = _advancer(S)
+    release = _releaser(CL)
+    TWO = consume_a is not consume_b
+
+    def adder(OFF):
+        @device
+        def add_one(i, pacc):
+            pacc[i] += pacc[OFF + i]
+        return unrolled(add_one, 128)
+    add_a, add_b = adder(NACC), adder(2 * NACC if TWO else NACC)
+
+    def stepper(consume, add_prev):
+        @device
+        def step(pacc, sbase, bars, s, ph, prev, t, a_row0, lane):
+            """Slice t into its buffer; then slice t-1 (two buffers) or t (one) is done: add it
+            and release its stage."""
+            consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0)
+            if TWO:
+                wgmma_wait(1)
+                if t > 0:
+                    if lane == 0:
+                        release(bars + 8 * (S + prev))
+                    add_prev(NACC, pacc)
+            else:
+                wgmma_wait(0)
+                if lane == 0:
+                    release(bars + 8 * (S + s))
+                add_prev(NACC, pacc)
+            s2, ph2 = advance(s, ph)
+            return s2, ph2, s
+        return step
+    step_a = stepper(consume_a, add_b if TWO else add_a)
+    step_b = stepper(consume_b, add_a if TWO else add_b)
+
+    @device
+    def mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0, lane):
+        prev = 0
+        t = 0
+        while t < ktiles:
+            s, ph, prev = step_a(pacc, sbase, bars, s, ph, prev, t, a_row0, lane)
+            t += 1
+            if t < ktiles:
+                s, ph, prev = step_b(pacc, sbase, bars, s, ph, prev, t, a_row0, lane)
+                t += 1
+        if TWO:
+            wgmma_wait(0)
+            if lane == 0:
+                release(bars + 8 * (S + prev))
+            if ktiles & 1:
+                add_a(NACC, pacc)
+            else:
+                add_b(NACC, pacc)
         return s, ph
     return mainloop
 
@@ -516,17 +563,21 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
     BK = cfg.k_slice(layout.ITEMSIZE[dtype])
     PRODUCER, (REG_P, REG_C), WG_M = cfg.producer, cfg.regs, cfg.wg_m
     MI, NACC, LOCAL = WG_M // 64, cfg.acc_regs, cfg.local_regs
-    PROMOTE = NACC if cfg.promote else 0
     A_KM, B_KM = not ta, tb                     # k-major: K contiguous
     A_BYTES, STAGE = BM * BK * layout.ITEMSIZE[dtype], cfg.stage_bytes
     EPI_BYTES = cfg.epilogue_bytes
     # the parts
     init_ring = make_init_ring(S, CONS * 4 * CL, CL)     # empty: lane 0 of every consumer warp of the cluster
-    consume = make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b, PROMOTE)
+    consume = make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b)
     walk, walk_unit = make_scheduler(BM, BN, cfg.group_m, CL, split, batch)
     producer = make_producer(walk_unit, make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, STAGE, CL, batch), S, STAGE, BK)
     store, drain = make_epilogue_part(MI, BN, out_dtype, vc, cfg.tma_store and tma_c, cfg.epi_boxes, epi, batch)
-    consumer = make_consumer(walk_unit, make_mainloop(consume, S, STAGE, CL, PROMOTE), store, drain, NACC, WG_M,
+    if cfg.promote:
+        bufs = [make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b, NACC * (1 + i)) for i in range(cfg.promote)]
+        mainloop = make_promoted_mainloop(bufs[0], bufs[-1], S, STAGE, CL, NACC)
+    else:
+        mainloop = make_mainloop(consume, S, STAGE, CL)
+    consumer = make_consumer(walk_unit, mainloop, store, drain, NACC, WG_M,
                              layout.ITEMSIZE[out_dtype])
     one_tile = make_one_tile(make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, STAGE, 1), consume,
                              make_epilogue_part(MI, BN, out_dtype, vc, False, cfg.epi_boxes, epi)[0],
@@ -912,7 +963,7 @@ RUNG7_CONFIGS = tuple(RUNG7.replace(**kw) for kw in (
 # fp8 inputs: 128x128 tiles whose accumulators are promoted (each K slice summed apart, then added
 # to fp32 registers, as cuBLAS's default and DeepGEMM do): the two sets of a wider tile's would
 # not fit the 168 registers a thread of a 384-thread block may have; B multicast where it is slow.
-FP8_CONFIGS = tuple(RUNG7.replace(bn=128, max_stages=6, promote=True, **kw) for kw in ({}, dict(cluster=2)))
+FP8_CONFIGS = tuple(RUNG7.replace(bn=128, max_stages=6, promote=2, **kw) for kw in ({}, dict(cluster=2)))
 
 _IN = ("float16", "bfloat16")
 _OUT = ("float32", "float16", "bfloat16")
