@@ -1,4 +1,4 @@
-"""fp8 configurations A/B: ``hopper``'s choice, promoted tiles of one or two slice buffers, and
+"""fp8 configurations A/B: ``hopper``'s choice, promoted tiles with one or two slice buffers, and
 an unpromoted wider one (wgmma's own accumulation: faster, less accurate) and ``torch._scaled_mm`` with and without
 its fast accumulation, interleaved on the same inputs; rel_err against float64 at each shape.
 

@@ -960,10 +960,12 @@ RUNG7_CONFIGS = tuple(RUNG7.replace(**kw) for kw in (
     {}, dict(bn=192), dict(bn=128, max_stages=6), dict(bm=64, consumers=1), dict(cluster=2),
     dict(bn=128, max_stages=6, cluster=2)))
 
-# fp8 inputs: 128x128 tiles whose accumulators are promoted (each K slice summed apart, then added
-# to fp32 registers, as cuBLAS's default and DeepGEMM do): the two sets of a wider tile's would
-# not fit the 168 registers a thread of a 384-thread block may have; B multicast where it is slow.
-FP8_CONFIGS = tuple(RUNG7.replace(bn=128, max_stages=6, promote=2, **kw) for kw in ({}, dict(cluster=2)))
+# fp8 inputs: tiles whose accumulators are promoted (each K slice summed apart, then added to fp32
+# registers, as cuBLAS's default and DeepGEMM do), 128x192 or 128x128 as the cost model picks: two
+# sets of a 128x256 tile's do not fit a consumer's registers, and two slice buffers measured
+# slower than one (benchmarks/NOTES.md, session 16); B multicast where its rows are slow.
+FP8_CONFIGS = tuple(RUNG7.replace(promote=1, **kw) for kw in (
+    dict(bn=192), dict(bn=128, max_stages=6), dict(bn=128, max_stages=6, cluster=2)))
 
 _IN = ("float16", "bfloat16")
 _OUT = ("float32", "float16", "bfloat16")

@@ -17,7 +17,10 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(torch is None, reason="needs t
 
 E4M3 = getattr(torch, "float8_e4m3fn", None)
 E5M2 = getattr(torch, "float8_e5m2", None)
-TOL = 1e-2          # 16-bit outputs; fp32 accumulation of exact fp8 products
+TOL = 1e-2          # 16-bit outputs
+# fp32 outputs: fp8 wgmma adds a K slice's products in fewer bits than fp32 (promoted to fp32 every
+# 128 of K): about 1.3e-4 relative, as torch._scaled_mm's own (test_like_scaled_mm compares them)
+TOL32 = 3e-4
 
 
 @pytest.fixture(autouse=True)
@@ -78,8 +81,7 @@ def test_every_layout_and_shape(layout, m, n, k, out_layout):
 def test_formats_and_outputs(da, db, out_dtype):
     t = {"e4m3": E4M3, "e5m2": E5M2}
     out, want, _ = _run(300, 520, 2048, "NT", da=t[da], db=t[db], out_dtype=out_dtype)
-    # fp32 out: what is left is fp8 wgmma's own accumulation within a K slice of 128
-    assert _rel(out, want) < (2e-5 if out_dtype == "float32" else TOL)
+    assert _rel(out, want) < (TOL32 if out_dtype == "float32" else TOL)
 
 
 def test_split_k_applies_the_scales_once():
@@ -116,13 +118,13 @@ def test_scales_are_read_on_the_gpu_in_a_graph():
     first = (a.double() * sa.double()) @ (b.double() * sb.double())
     graph.replay()
     torch.cuda.synchronize()
-    assert _rel(out, first) < 2e-5
+    assert _rel(out, first) < TOL32
     sa.mul_(3.0)
     sb.mul_(0.5)
     out.fill_(float("nan"))
     graph.replay()
     torch.cuda.synchronize()
-    assert _rel(out, 1.5 * first) < 2e-5
+    assert _rel(out, 1.5 * first) < TOL32
 
 
 def test_bad_input_is_refused_with_the_reason():
