@@ -134,7 +134,8 @@ class Epilogue:
     run-time beta, or None; bias: (dtype, "row" | "col") in the kernel's coordinates (a "col"
     bias has one value per column), or None; activation: a key of ``ACTIVATIONS`` or None;
     user: the user's function; swap: the kernel computes C^T and the user's function gets (col,
-    row) swapped back (set only with a function: otherwise the kernel is the same); fast: the inputs are 16-bit, so the tanh-form activations may use
+    row) swapped back (set only with a function: otherwise the kernel is the same); fast: the
+    inputs are 16-bit or fp8, so the tanh-form activations may use
     ``tanh.approx`` (one instruction, error about 2^-11 relative: below the product's own)."""
     alpha: bool = False
     c: Optional[Tuple[str, bool]] = None

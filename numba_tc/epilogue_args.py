@@ -95,7 +95,7 @@ def bind(kind: str, m: int, n: int, dtype: str, out_dtype: str, device, c, alpha
         if isinstance(x, bool) or not isinstance(x, (int, float)):
             raise TypeError(f"{name} must be a Python number, got {type(x).__name__}")
     # (the SIMT ladder reads fp32 only: there all three are fp32)
-    allowed = tuple(dict.fromkeys((dtype, out_dtype, "float32")))
+    allowed = tuple(dict.fromkeys(d for d in (dtype, out_dtype, "float32") if d not in FP8))
     cm = bm = None
     c_spec = bias_spec = None
     key = [float(alpha) != 1.0, activation]

@@ -42,6 +42,12 @@ boxes of [64 k][64 mn], read by wgmma with its transpose flag; no layout needs a
 Ragged M, N, K: TMA zero-fills boxes past the edges and the epilogue writes only inside C.
 TMA needs 16-byte aligned rows (``tensormap.tma_requirements``): rungs 1-6 refuse other operands
 with the reason; ``hopper`` copies them (``repack``).
+
+fp8 (``hopper`` only): a K slice is still one 128-byte row (128 elements), read by wgmma's k32
+fp8 instructions, which take k-major operands only: the others are copied k-major first
+(``repack.gather8_kernel``). fp8 wgmma adds in fewer bits than fp32, so its tiles promote: each
+slice's sum in accumulators of its own, added to fp32 ones (``make_promoted_mainloop``); the
+per-tensor scales are read in the epilogue (``Epilogue.scales``).
 """
 from __future__ import annotations
 

@@ -176,3 +176,33 @@ def test_hopper_splits_k_where_tiles_are_too_few():
         # the choice is the model's best (up to its tie margin) over every configuration and split
         assert all(t <= hopper.estimate(c, m, n, k, x, 132) / hopper.TIE
                    for c in cfgs if c.cluster == 1 for x in range(1, 133))
+
+
+def test_fp8_configuration_rules():
+    # a slice is one 128-byte row whatever the type: 64 16-bit or 128 fp8 elements of K
+    from numba_tc import hopper
+    r7 = hopper.RUNG7
+    assert r7.k_slice(2) == 64 and r7.k_slice(1) == 128
+    for cfg in hopper.FP8_CONFIGS:                       # promoted: both sets fit the consumers' 232
+        assert cfg.promote and cfg.local_regs == 2 * cfg.acc_regs <= cfg.regs[1] - 24
+    with pytest.raises(ConfigError, match="too few"):    # two sets of 128x256's do not
+        r7.replace(promote=1)
+    with pytest.raises(ConfigError, match="producer"):
+        WgmmaConfig(bm=64, bn=64, promote=1)
+    with pytest.raises(ConfigError, match="slice buffers"):
+        r7.replace(bn=64, promote=3)
+
+
+def test_fp8_operands_are_copied_unless_k_major():
+    from numba_tc import hopper
+    from numba_tc.arrays import Matrix
+    a = Matrix(None, 256, 512, 512, False, "float8_e4m3fn", 1 << 32)       # row-major A: k-major
+    b = Matrix(None, 512, 128, 512, True, "float8_e4m3fn", 2 << 32)        # column-major B: k-major
+    assert not hopper._needs_copy8(a, 0) and not hopper._needs_copy8(b, 1)
+    assert hopper._needs_copy8(Matrix(None, 256, 512, 256, True, "float8_e4m3fn", 1 << 32), 0)   # column-major A
+    assert hopper._needs_copy8(Matrix(None, 512, 128, 128, False, "float8_e4m3fn", 2 << 32), 1)
+    assert hopper._needs_copy8(Matrix(None, 256, 528, 528, False, "float8_e4m3fn", 1 << 32), 0) is False
+    assert hopper._needs_copy8(Matrix(None, 256, 500, 500, False, "float8_e4m3fn", 1 << 32), 0)   # 500 B rows
+    # the copy's lines: A's rows, B's columns, each K long, at the strides of the layout as stored
+    assert hopper._kmajor(a, 0) == (256, 512, 512, 1) and hopper._kmajor(b, 1) == (128, 512, 512, 1)
+    assert hopper._kmajor(Matrix(None, 512, 128, 128, False, "float8_e4m3fn", 0), 1) == (128, 512, 1, 128)

@@ -4,7 +4,7 @@ same kernel does not build for plain sm_90 (the arch gate is real). No GPU neede
 import pytest
 
 from numba_tc import hopper
-from numba_tc.epilogue import PLAIN
+from numba_tc.epilogue import PLAIN, SCALED
 from numba_tc.sass import compile_cubin
 
 from conftest import SIM
@@ -96,3 +96,22 @@ def test_batched_kernel_sass(cubins, ta, tb):
     assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
     assert c.count("HGMMA") == plain.count("HGMMA") and c.registers == plain.registers
     assert c.count("UTMALDG.3D") > 0 and c.count("UTMALDG.2D") == 0 and c.count("UTMASTG.3D") > 0
+
+
+@pytest.mark.parametrize("cfg", hopper.FP8_CONFIGS, ids=lambda c: f"{c.bm}x{c.bn}_cluster{c.cluster}")
+@pytest.mark.parametrize("da, db, instr", [("float8_e4m3fn", None, "E4M3.E4M3"),
+                                           ("float8_e5m2", "float8_e4m3fn", "E5M2.E4M3")])
+def test_fp8_kernels(cfg, da, db, instr):
+    # the fp8 warpgroup MMA, k32 steps, with its slice promoted by FADDs into fp32 accumulators
+    # (one per accumulator of a consumer thread), and no local memory: both sets stay in registers
+    k = hopper.wgmma_kernel(cfg, da, "bfloat16", False, True, True, True, SCALED, False, False, db)
+    c = compile_cubin(k, cc=(9, 0, "a"))
+    assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
+    assert f"QGMMA.64x{cfg.bn}x32.F32.{instr}" in c.sass and "HGMMA" not in c.sass
+    assert c.count("QGMMA") == 2 * 4 * (cfg.wg_m // 64)        # (the loop is written two slices a turn)
+    assert c.count("FADD") >= cfg.acc_regs
+
+
+def test_fp8_reads_k_major_operands_only():
+    with pytest.raises(ValueError, match="k-major only"):
+        hopper.wgmma_kernel(hopper.FP8_CONFIGS[0], "float8_e4m3fn", "bfloat16", False, False, True, True, SCALED)
