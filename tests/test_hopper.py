@@ -87,7 +87,7 @@ def test_wgmma_config_rules():
     for bad, words in [(dict(bn=96), "one of"), (dict(bm=96), "multiple of 64"),
                        (dict(consumers=1), "accumulators per thread"),
                        (dict(producer=False), "needs producer"), (dict(regs=(44, 232)), "multiples of 8"),
-                       (dict(bm=192, consumers=3, regs=(24, 152)), "too few for 128 accumulators"),
+                       (dict(bm=192, consumers=3, regs=(24, 144)), "too few for 128 accumulators"),
                        (dict(cluster=3), "1 or 2"), (dict(bm=512), "at most 256 rows"),
                        (dict(epi_boxes=3), "1, 2, 4 or 8")]:
         with pytest.raises(ConfigError, match=words):
