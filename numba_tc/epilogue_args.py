@@ -139,7 +139,7 @@ def _scales(scales, dtype: str, kind: str, device, stream):
         raise ValueError(f"scale_a and scale_b dequantize fp8 inputs ({' or '.join(FP8)}); a and b are {dtype}")
     if scales is None or any(x is None for x in scales):
         raise ValueError("fp8 inputs need both scale_a and scale_b (float32 device scalars: dequantized a is "
-                         "a * scale_a; numba_tc.fp8.quantize makes values and scales)")
+                         "a * scale_a)")
     out, keep = [], []
     for name, x in zip(("scale_a", "scale_b"), scales):
         try:

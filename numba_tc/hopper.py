@@ -815,7 +815,7 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
         pool = fp8_cfgs if fp8 and fp8_cfgs else cfgs
         if fp8 and epi.scales is None:
             raise ValueError("fp8 inputs need their scales: gemm(a, b, scale_a=..., scale_b=...) (float32 "
-                             "device arrays; numba_tc.fp8.quantize makes values and scales)")
+                             "device arrays of one value)")
         keq = cdiv(kk * a.itemsize, 2)         # the cost model's K: 16-bit elements of the same bytes
         if fp8:
             copy = [_needs_copy8(x, i) for i, x in enumerate((a, b))]
