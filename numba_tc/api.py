@@ -493,9 +493,9 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
     scale_a, scale_b: fp8 inputs (float8_e4m3fn, float8_e5m2, or one of each) are products of
     quantized values, and need both: float32 arrays of one value (per-tensor scales, read on the
     GPU, so a captured graph replays with new values); the product is ``(scale_a * a) @ (scale_b
-    * b)``, written as bfloat16 (default), float16 or float32. wgmma reads fp8 operands k-major only: ``a`` row-major and ``b``
-    column-major (``b = w.T`` of a row-major (N, K) weight) run as they are, other layouts
-    through a transposing copy.
+    * b)``, written as bfloat16 (default), float16 or float32. wgmma reads fp8 operands k-major
+    only: ``a`` row-major and ``b`` column-major (``b = w.T`` of a row-major (N, K) weight) run
+    as they are, other layouts through a transposing copy.
     epilogue: a ``numba.cuda.jit(device=True)`` function ``f(acc, row, col, *epilogue_args)``
     returning the value to store; epilogue_args: arrays (of the operands' kind and device,
     indexed as in any Numba kernel) and ints or floats. A function is compiled into the kernel

@@ -828,11 +828,9 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
         tiles, kper, units = split_units(cfg, m, n, keq, splits)
         splits = units // tiles                # as many as there are K slices for, at most
         ldw = fixup.plane_ld(n)
-        sizes = [_lines(x)[0] * repack.pitch(_lines(x)[1], x.dtype) * x.itemsize if cp else 0
-                 for x, cp in zip((a, b), copy)]
-        if fp8:
-            sizes = [_kmajor(x, i)[0] * repack.pitch(kk, x.dtype) if cp else 0
-                     for i, (x, cp) in enumerate(zip((a, b), copy))]
+        shapes = [_kmajor(x, i)[:2] if fp8 else _lines(x) for i, x in enumerate((a, b))]   # (lines, width) copied
+        sizes = [lines * repack.pitch(width, x.dtype) * x.itemsize if cp else 0
+                 for x, cp, (lines, width) in zip((a, b), copy, shapes)]
         (ra_off, rb_off, planes), total = workspace.carve(*sizes, splits * m * ldw * 4 if splits > 1 else 0)
         steps, ops = [], [a, b]
         for i, region in ((0, ra_off), (1, rb_off)):

@@ -237,24 +237,26 @@ extern "C" __device__ int wgmma_wait(int* ret, int n) {
     "+f"(d[o + 112]), "+f"(d[o + 113]), "+f"(d[o + 114]), "+f"(d[o + 115]), "+f"(d[o + 116]), "+f"(d[o + 117]), "+f"(d[o + 118]), "+f"(d[o + 119]), \
     "+f"(d[o + 120]), "+f"(d[o + 121]), "+f"(d[o + 122]), "+f"(d[o + 123]), "+f"(d[o + 124]), "+f"(d[o + 125]), "+f"(d[o + 126]), "+f"(d[o + 127])
 
-#define WGMMA_ASM(N, TYPE, TA, TB, NA, NB, NS)                                                 \
-    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %" NS ", 0;\n"                             \
-                 " wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " " D##N ","   \
-                 " %" NA ", %" NB ", p, 1, 1, " #TA ", " #TB ";\n}"                              \
+// One wgmma: OP is the shape and types after m64nN ("k16.f32.bf16.bf16"), IMM the transpose
+// immediates that follow the scales (16-bit types) or nothing (fp8).
+#define WGMMA_ASM(N, OP, IMM, NA, NB, NS)                                                      \
+    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %" NS ", 0;\n"                            \
+                 " wgmma.mma_async.sync.aligned.m64n" #N OP " " D##N ","                         \
+                 " %" NA ", %" NB ", p, 1, 1" IMM ";\n}"                                         \
                  : ACC##N(d, o) : "l"(da), "l"(db), "r"(scale_d))
 
 #define WGMMA(N, NA, NB, NS)                                                                     \
 extern "C" __device__ int wgmma_m64n##N##k16(int* ret, float* d, int o, u64 da, u64 db,          \
                                              int scale_d, int kind, int ta, int tb) {           \
     switch (kind * 4 + ta * 2 + tb) {                                                          \
-        case 0: WGMMA_ASM(N, "f16", 0, 0, NA, NB, NS); break;                                  \
-        case 1: WGMMA_ASM(N, "f16", 0, 1, NA, NB, NS); break;                                  \
-        case 2: WGMMA_ASM(N, "f16", 1, 0, NA, NB, NS); break;                                  \
-        case 3: WGMMA_ASM(N, "f16", 1, 1, NA, NB, NS); break;                                  \
-        case 4: WGMMA_ASM(N, "bf16", 0, 0, NA, NB, NS); break;                                 \
-        case 5: WGMMA_ASM(N, "bf16", 0, 1, NA, NB, NS); break;                                 \
-        case 6: WGMMA_ASM(N, "bf16", 1, 0, NA, NB, NS); break;                                 \
-        default: WGMMA_ASM(N, "bf16", 1, 1, NA, NB, NS); break;                                \
+        case 0: WGMMA_ASM(N, "k16.f32.f16.f16", ", 0, 0", NA, NB, NS); break;                  \
+        case 1: WGMMA_ASM(N, "k16.f32.f16.f16", ", 0, 1", NA, NB, NS); break;                  \
+        case 2: WGMMA_ASM(N, "k16.f32.f16.f16", ", 1, 0", NA, NB, NS); break;                  \
+        case 3: WGMMA_ASM(N, "k16.f32.f16.f16", ", 1, 1", NA, NB, NS); break;                  \
+        case 4: WGMMA_ASM(N, "k16.f32.bf16.bf16", ", 0, 0", NA, NB, NS); break;                \
+        case 5: WGMMA_ASM(N, "k16.f32.bf16.bf16", ", 0, 1", NA, NB, NS); break;                \
+        case 6: WGMMA_ASM(N, "k16.f32.bf16.bf16", ", 1, 0", NA, NB, NS); break;                \
+        default: WGMMA_ASM(N, "k16.f32.bf16.bf16", ", 1, 1", NA, NB, NS); break;               \
     }                                                                                          \
     return 0;                                                                                  \
 }
@@ -263,25 +265,18 @@ WGMMA(128, "64", "65", "66")
 WGMMA(192, "96", "97", "98")
 WGMMA(256, "128", "129", "130")
 #undef WGMMA
-#undef WGMMA_ASM
 
 // fp8 (PTX ISA 9.7.15.5, .e4m3 / .e5m2 inputs): D[64 x N] (+)= A[64 x 32] * B[32 x N], both operands
 // K-major in shared memory (8-bit types have no transpose immediates), a k32 step 32 bytes of K as
 // a 16-bit k16 step is. kind = 2 * (A is e5m2) + (B is e5m2): mixed formats are allowed.
-#define WGMMA8_ASM(N, TA, TB, NA, NB, NS)                                                      \
-    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %" NS ", 0;\n"                            \
-                 " wgmma.mma_async.sync.aligned.m64n" #N "k32.f32." TA "." TB " " D##N ","        \
-                 " %" NA ", %" NB ", p, 1, 1;\n}"                                               \
-                 : ACC##N(d, o) : "l"(da), "l"(db), "r"(scale_d))
-
 #define WGMMA8(N, NA, NB, NS)                                                                    \
 extern "C" __device__ int wgmma_m64n##N##k32_f8(int* ret, float* d, int o, u64 da, u64 db,      \
                                                 int scale_d, int kind) {                        \
     switch (kind) {                                                                            \
-        case 0: WGMMA8_ASM(N, "e4m3", "e4m3", NA, NB, NS); break;                              \
-        case 1: WGMMA8_ASM(N, "e4m3", "e5m2", NA, NB, NS); break;                              \
-        case 2: WGMMA8_ASM(N, "e5m2", "e4m3", NA, NB, NS); break;                              \
-        default: WGMMA8_ASM(N, "e5m2", "e5m2", NA, NB, NS); break;                             \
+        case 0: WGMMA_ASM(N, "k32.f32.e4m3.e4m3", "", NA, NB, NS); break;                      \
+        case 1: WGMMA_ASM(N, "k32.f32.e4m3.e5m2", "", NA, NB, NS); break;                      \
+        case 2: WGMMA_ASM(N, "k32.f32.e5m2.e4m3", "", NA, NB, NS); break;                      \
+        default: WGMMA_ASM(N, "k32.f32.e5m2.e5m2", "", NA, NB, NS); break;                     \
     }                                                                                          \
     return 0;                                                                                  \
 }
@@ -290,7 +285,7 @@ WGMMA8(128, "64", "65", "66")
 WGMMA8(192, "96", "97", "98")
 WGMMA8(256, "128", "129", "130")
 #undef WGMMA8
-#undef WGMMA8_ASM
+#undef WGMMA_ASM
 
 // ---------------------------------------------------------------------------------------------
 // setmaxnreg (PTX ISA 9.7.17.1): a warpgroup hands registers back (dec) or takes them (inc) so
