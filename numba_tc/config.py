@@ -252,8 +252,7 @@ class WgmmaConfig:
     persistent: bool = False        # rung 5: at most one block per SM walks the tiles
     cluster: int = 1                # rung 6: blocks per cluster along M, sharing B by TMA multicast
     tma_store: bool = False         # rung 7: epilogue staged in shared memory, written by TMA
-    promote: int = 0                # fp8: K slices summed apart, added to fp32 ones (1: a buffer, 2: two halves)
-    lag: int = 0
+    promote: bool = False           # fp8: each K slice summed apart, then added to fp32 accumulators
     epi_boxes: int = 2              # 8 KiB output boxes per consumer in that ring (2: double buffer)
     group_m: int = 8                # tile order: groups of group_m block rows share B tiles in L2
     max_stages: int = 6
@@ -280,8 +279,7 @@ class WgmmaConfig:
     def local_regs(self) -> int:
         """Accumulator registers a consumer thread holds: ``acc_regs`` and, with ``promote``, as
         many again for a slice's sum (fp8 wgmma adds in fewer bits than fp32: each slice's sum is
-        added to fp32 registers), in one buffer or (2) two of half the width, one half's wgmma
-        running while the other is added."""
+        added to fp32 registers)."""
         return self.acc_regs * (2 if self.promote else 1)
 
     @property
@@ -333,9 +331,6 @@ class WgmmaConfig:
         _need(cap >= self.local_regs + 24, f"{self.threads} threads x {self.min_blocks} blocks "
               f"{'(setmaxnreg) ' if self.regs[1] else ''}leave {cap} registers per thread, too few for "
               f"{self.local_regs} accumulators")
-        _need(self.promote in (0, 1, 2), f"promote={self.promote}: 0 (off), 1 (a slice buffer) or 2 (two halves)")
-        _need(self.promote != 2 or (self.wg_m == 64 and self.bn in (128, 192, 256)),
-              f"promote=2 splits one m64 block per consumer into halves of 64, 96 or 128 columns (wg_m={self.wg_m}, bn={self.bn})")
         _need(not self.promote or self.producer, "promoted accumulation builds on the producer warpgroup")
         p, c = self.regs
         if p or c:

@@ -66,14 +66,12 @@ from .jit import device, kernel, kernel_factory, unrolled
 from .layout import c_fragment, chunk_offset, wgmma_desc, wgmma_operand_offset
 from .plan import Step
 from .primitives import (cluster_ctarank, cluster_sync, fence_proxy_async, mbar_arrive, mbar_arrive_cluster,
-                         mbar_expect_tx, mbar_fence_init, mbar_init, mbar_wait, named_barrier, named_barrier_arrive,
-                         setmaxnreg_dec,
+                         mbar_expect_tx, mbar_fence_init, mbar_init, mbar_wait, named_barrier, setmaxnreg_dec,
                          setmaxnreg_inc, smem_addr, sts_out2, tma_load_2d, tma_load_2d_multicast, tma_load_3d,
                          tma_prefetch_map, tma_store_2d, tma_store_3d, tma_store_commit, tma_store_wait_all,
                          tma_store_wait_read, wgmma_commit, wgmma_fence, wgmma_m64n64k16, wgmma_m64n64k32_f8,
                          wgmma_m64n128k16, wgmma_m64n128k32_f8, wgmma_m64n192k16, wgmma_m64n192k32_f8,
-                         wgmma_m64n256k16, wgmma_m64n256k32_f8, wgmma_m64n96k32_f8, wgmma_wait,
-                         wgmma_wait_hold64, wgmma_wait_hold96, wgmma_wait_hold128)
+                         wgmma_m64n256k16, wgmma_m64n256k32_f8, wgmma_wait)
 from .schedule import balanced_workers, cdiv, tile_origin
 from .tensormap import MAP_BYTES, encode, tma_requirements, tma_rows_fast
 
@@ -81,9 +79,7 @@ __all__ = ["RUNGS", "wgmma_kernel", "PARAMS", "WGMMA_TYPE", "variant_from"]
 
 WGMMA_TYPE = {"float16": 0, "bfloat16": 1}      # ptx/hopper.cu: wgmma's input type argument
 _WGMMA = {64: wgmma_m64n64k16, 128: wgmma_m64n128k16, 192: wgmma_m64n192k16, 256: wgmma_m64n256k16}
-_WGMMA8 = {64: wgmma_m64n64k32_f8, 96: wgmma_m64n96k32_f8, 128: wgmma_m64n128k32_f8, 192: wgmma_m64n192k32_f8,
-           256: wgmma_m64n256k32_f8}
-_WAIT_HOLD = {32: wgmma_wait_hold64, 48: wgmma_wait_hold96, 64: wgmma_wait_hold128}     # by registers held
+_WGMMA8 = {64: wgmma_m64n64k32_f8, 128: wgmma_m64n128k32_f8, 192: wgmma_m64n192k32_f8, 256: wgmma_m64n256k32_f8}
 # Kernel parameters: tensor maps of A, B and C (by value); C's address; M, N, K; ldc; K slices per
 # split (split-K kernels; others ignore it); batches and which operands have them (bit 0: A, bit
 # 1: B; a batched kernel's broadcast operand is read at batch 0; others ignore both)
@@ -252,14 +248,13 @@ def _fp8_kind(dtype_a: str, dtype_b: str) -> int:
 
 
 @lru_cache(maxsize=None)
-def make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b=None, OFF=0, N0=0):
+def make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b=None, OFF=0):
     """``consume(pacc, stage, full, ph, a_row0)``: wait for the stage's K slice to land, then
     issue (and commit, as one group) its wgmmas: 4 steps of 32 bytes of K (k16 for 16-bit
     inputs, k32 for fp8: ``dtype_b`` is B's when it differs from A's) x MI m64 blocks of this
     warpgroup's rows from ``a_row0``, m64nBN each. wgmma's transpose flags say a 16-bit operand
     is mn-major; fp8 operands are k-major only. ``OFF``: the slice's sum goes to accumulators
-    from OFF on, starting from zero (a promoted mainloop's), else it adds to those from 0; ``N0``:
-    the wgmmas cover columns N0..N0+BN-1 of the stage's B tile (a split promoted mainloop's half)."""
+    from OFF on, starting from zero (a promoted mainloop's), else it adds to those from 0."""
     fp8 = dtype in layout.FP8
     if fp8 and not (A_KM and B_KM):
         raise ValueError("wgmma reads 8-bit operands k-major only (A row-major, B column-major)")
@@ -271,7 +266,7 @@ def make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b=None, OFF=0, N0=0
         ks = t // MI
         mi = t - ks * MI
         da = _operand_desc(stage, A_KM, a_row0 + 64 * mi, ks)
-        db = _operand_desc(stage + A_BYTES, B_KM, N0, ks)
+        db = _operand_desc(stage + A_BYTES, B_KM, 0, ks)
         keep = 0 if OFF and ks == 0 else 1
         if fp8:
             WG(pacc, OFF + mi * (BN // 2), da, db, keep, KND)
@@ -337,16 +332,14 @@ def make_mainloop(consume, S, STAGE, CL):
     return mainloop
 
 
-LAG_BAR = 8
-
-
 @lru_cache(maxsize=None)
-def make_promoted_mainloop(consume, S, STAGE, CL, NACC, LAG=0):
-    """The mainloop of fp8 with promotion, one slice buffer: each K slice's sum goes to
-    accumulators of its own (``consume`` writes them at NACC, starting from zero) and, once its
-    wgmma is done, is added to the fp32 accumulators 0..NACC-1: fp8 wgmma adds in fewer bits than
-    fp32, so promoting every 128 of K keeps a long K's sum accurate. The add waits for the slice's
-    group; another consumer's wgmma may run meanwhile."""
+def make_promoted_mainloop(consume, S, STAGE, CL, NACC):
+    """The mainloop of fp8 with promotion: each K slice's sum goes to accumulators of its own
+    (``consume`` writes them from NACC on, starting from zero) and, once its wgmma is done, is
+    added to the fp32 accumulators 0..NACC-1: fp8 wgmma adds in fewer bits than fp32, so
+    promoting every 128 of K keeps a long K's sum accurate. The add waits for the slice's group;
+    the other consumer's wgmma runs meanwhile. (Pipelines that keep a group of the same consumer
+    in flight during the add measured slower: benchmarks/NOTES.md, sessions 16 and 17.)"""
     advance = _advancer(S)
     release = _releaser(CL)
 
@@ -357,82 +350,13 @@ def make_promoted_mainloop(consume, S, STAGE, CL, NACC, LAG=0):
 
     @device
     def mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0, lane):
-        wg = cuda.threadIdx.x >> 7
         for t in range(ktiles):
-            if LAG and t == 0 and wg > 0:
-                named_barrier(LAG_BAR + wg, 256)            # the consumer before has its first slice
             consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0)
             wgmma_wait(0)
-            if LAG and t == 0 and wg < LAG - 1:
-                named_barrier_arrive(LAG_BAR + wg + 1, 256)
             if lane == 0:
                 release(bars + 8 * (S + s))
             add(NACC, pacc)
             s, ph = advance(s, ph)
-        return s, ph
-    return mainloop
-
-
-@lru_cache(maxsize=None)
-def make_split_promoted_mainloop(consume_x, consume_y, S, STAGE, CL, NACC, U=4):
-    """The mainloop of fp8 with promotion in two half-width buffers (an m64 block per consumer):
-    each slice's wgmma is split by columns, the left half into buffer X (``consume_x``, at NACC),
-    the right into Y (``consume_y``, at NACC + NACC/2), so that while one half's sum is added to
-    the fp32 accumulators (left half: 0..NACC/2-1, as m64nN's fragment orders them) the other's
-    group is in flight: X(t), Y(t), add X(t), X(t+1), add Y(t), .. The registers of one full
-    buffer, without the wait for it. ptxas serialises every wgmma (its C7514) when a group whose
-    registers are read later is in flight across the loop's back edge, so the pipeline runs in
-    blocks of U slices written out, the last add of a block waiting for its group; the waits
-    hold the buffer they retire (``wgmma_wait_hold``) so that no read of it moves above them."""
-    release = _releaser(CL)
-    H = NACC // 2
-    hold = _WAIT_HOLD[H]
-
-    def adder(DST, SRC):
-        @device
-        def add_one(i, pacc):
-            pacc[DST + i] += pacc[SRC + i]
-        return unrolled(add_one, 128)
-    add_x, add_y = adder(0, NACC), adder(H, NACC + H)
-
-    @device
-    def at(s, ph, j):
-        """Ring position and phase j slices after (s, ph)."""
-        q = (s + j) // S
-        return s + j - q * S, ph ^ (q & 1)
-
-    def block(UB):
-        @device
-        def slice_j(j, pacc, sbase, bars, s, ph, a_row0, lane):
-            s0, p0 = at(s, ph, j)
-            if j == 0:
-                consume_x(pacc, sbase + s0 * STAGE, bars + 8 * s0, p0, a_row0)
-            consume_y(pacc, sbase + s0 * STAGE, bars + 8 * s0, p0, a_row0)
-            hold(1, pacc, NACC)                         # X(j) is done
-            add_x(H, pacc)
-            if j < UB - 1:
-                s1, p1 = at(s, ph, j + 1)
-                consume_x(pacc, sbase + s1 * STAGE, bars + 8 * s1, p1, a_row0)
-                hold(1, pacc, NACC + H)                 # Y(j) is done
-            else:
-                hold(0, pacc, NACC + H)
-            if lane == 0:
-                release(bars + 8 * (S + s0))
-            add_y(H, pacc)
-        return unrolled(slice_j, UB)
-    block_u, block_1 = block(U), block(1)
-
-    @device
-    def mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0, lane):
-        t = 0
-        while t + U <= ktiles:
-            block_u(U, pacc, sbase, bars, s, ph, a_row0, lane)
-            s, ph = at(s, ph, U)
-            t += U
-        while t < ktiles:
-            block_1(1, pacc, sbase, bars, s, ph, a_row0, lane)
-            s, ph = at(s, ph, 1)
-            t += 1
         return s, ph
     return mainloop
 
@@ -619,13 +543,9 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
     walk, walk_unit = make_scheduler(BM, BN, cfg.group_m, CL, split, batch)
     producer = make_producer(walk_unit, make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, STAGE, CL, batch), S, STAGE, BK)
     store, drain = make_epilogue_part(MI, BN, out_dtype, vc, cfg.tma_store and tma_c, cfg.epi_boxes, epi, batch)
-    if cfg.promote == 2:
-        mainloop = make_split_promoted_mainloop(
-            *(make_slice_mma(dtype, A_KM, B_KM, MI, BN // 2, A_BYTES, dtype_b, NACC + h * NACC // 2, h * BN // 2)
-              for h in (0, 1)), S, STAGE, CL, NACC)
-    elif cfg.promote:
+    if cfg.promote:
         mainloop = make_promoted_mainloop(make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b, NACC),
-                                          S, STAGE, CL, NACC, CONS if cfg.lag else 0)
+                                          S, STAGE, CL, NACC)
     else:
         mainloop = make_mainloop(consume, S, STAGE, CL)
     consumer = make_consumer(walk_unit, mainloop, store, drain, NACC, WG_M,
@@ -1011,9 +931,8 @@ RUNG7_CONFIGS = tuple(RUNG7.replace(**kw) for kw in (
 
 # fp8 inputs: tiles whose accumulators are promoted (each K slice summed apart, then added to fp32
 # registers, as cuBLAS's default and DeepGEMM do), 128x192 or 128x128 as the cost model picks: two
-# sets of a 128x256 tile's do not fit a consumer's registers, and two slice buffers measured
-# slower than one (benchmarks/NOTES.md, session 16); B multicast where its rows are slow.
-FP8_CONFIGS = tuple(RUNG7.replace(promote=1, **kw) for kw in (
+# sets of a 128x256 tile's do not fit a consumer's registers; B multicast where its rows are slow.
+FP8_CONFIGS = tuple(RUNG7.replace(promote=True, **kw) for kw in (
     dict(bn=192), dict(bn=128, max_stages=6), dict(bn=128, max_stages=6, cluster=2)))
 
 _IN = ("float16", "bfloat16")

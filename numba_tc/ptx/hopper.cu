@@ -132,11 +132,6 @@ extern "C" __device__ int named_barrier(int* ret, int id, int nthreads) {
     asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(nthreads) : "memory");
     return 0;
 }
-// bar.arrive (PTX ISA 9.7.13.1): count this thread at barrier id without waiting for it.
-extern "C" __device__ int named_barrier_arrive(int* ret, int id, int nthreads) {
-    asm volatile("bar.arrive %0, %1;" :: "r"(id), "r"(nthreads) : "memory");
-    return 0;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Cluster special registers (PTX ISA 10.x: %cluster_ctarank, %cluster_nctarank) and the
@@ -190,15 +185,6 @@ extern "C" __device__ int wgmma_wait(int* ret, int n) {
     "+f"(d[o + 8]), "+f"(d[o + 9]), "+f"(d[o + 10]), "+f"(d[o + 11]), "+f"(d[o + 12]), "+f"(d[o + 13]), "+f"(d[o + 14]), "+f"(d[o + 15]), \
     "+f"(d[o + 16]), "+f"(d[o + 17]), "+f"(d[o + 18]), "+f"(d[o + 19]), "+f"(d[o + 20]), "+f"(d[o + 21]), "+f"(d[o + 22]), "+f"(d[o + 23]), \
     "+f"(d[o + 24]), "+f"(d[o + 25]), "+f"(d[o + 26]), "+f"(d[o + 27]), "+f"(d[o + 28]), "+f"(d[o + 29]), "+f"(d[o + 30]), "+f"(d[o + 31])
-#define ACC32(d, o) \
-    "+f"(d[o + 0]), "+f"(d[o + 1]), "+f"(d[o + 2]), "+f"(d[o + 3]), "+f"(d[o + 4]), "+f"(d[o + 5]), "+f"(d[o + 6]), "+f"(d[o + 7]), \
-    "+f"(d[o + 8]), "+f"(d[o + 9]), "+f"(d[o + 10]), "+f"(d[o + 11]), "+f"(d[o + 12]), "+f"(d[o + 13]), "+f"(d[o + 14]), "+f"(d[o + 15])
-#define D96 "{" \
-    "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15," \
-    "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31," \
-    "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47" \
-    "}"
-#define ACC96(d, o) ACC64(d, o), ACC32(d, o + 32)
 #define D128 "{" \
     "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15," \
     "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31," \
@@ -251,21 +237,6 @@ extern "C" __device__ int wgmma_wait(int* ret, int n) {
     "+f"(d[o + 112]), "+f"(d[o + 113]), "+f"(d[o + 114]), "+f"(d[o + 115]), "+f"(d[o + 116]), "+f"(d[o + 117]), "+f"(d[o + 118]), "+f"(d[o + 119]), \
     "+f"(d[o + 120]), "+f"(d[o + 121]), "+f"(d[o + 122]), "+f"(d[o + 123]), "+f"(d[o + 124]), "+f"(d[o + 125]), "+f"(d[o + 126]), "+f"(d[o + 127])
 
-// wgmma_wait_hold<N>: wgmma_wait, and the N/2 accumulators from d[o] pass through it ("+f"), so
-// the compiler reads them only after the wait: a group may then stay in flight while another
-// buffer's registers are read (CUTLASS's warpgroup_fence_operand). Without the tie, reads moved
-// above a wait_group 1 make ptxas serialize every wgmma (its C7514).
-#define WAIT_HOLD(N)                                                                             \
-extern "C" __device__ int wgmma_wait_hold##N(int* ret, int n, float* d, int o) {                  \
-    if (n == 0) asm volatile("wgmma.wait_group.sync.aligned 0;" : ACC##N(d, o) :: "memory");    \
-    else asm volatile("wgmma.wait_group.sync.aligned 1;" : ACC##N(d, o) :: "memory");           \
-    return 0;                                                                                  \
-}
-WAIT_HOLD(64)
-WAIT_HOLD(96)
-WAIT_HOLD(128)
-#undef WAIT_HOLD
-
 // One wgmma: OP is the shape and types after m64nN ("k16.f32.bf16.bf16"), IMM the transpose
 // immediates that follow the scales (16-bit types) or nothing (fp8).
 #define WGMMA_ASM(N, OP, IMM, NA, NB, NS)                                                      \
@@ -311,7 +282,6 @@ extern "C" __device__ int wgmma_m64n##N##k32_f8(int* ret, float* d, int o, u64 d
 }
 WGMMA8(64, "32", "33", "34")
 WGMMA8(128, "64", "65", "66")
-WGMMA8(96, "48", "49", "50")
 WGMMA8(192, "96", "97", "98")
 WGMMA8(256, "128", "129", "130")
 #undef WGMMA8
