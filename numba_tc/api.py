@@ -311,6 +311,9 @@ class _Problem:
     def plan(self, A, B, C, epi=None) -> Plan:
         """The launches; ``epi``: the call's epilogue (``epilogue_args.Bound``), or None."""
         swap = C.trans          # column-major output: C^T = B^T A^T, written row-major
+        if swap and epi is not None and epi.spec.scales == "block":
+            raise ValueError("block-wise scales need a row-major out: a column-major one is written as "
+                             "C^T = B^T A^T, whose operands' blocks are the other way round")
         if swap:
             A, B, C = B.transposed(), A.transposed(), C.transposed()
         v = pick(self.cands, A, B, C, self.named)
@@ -491,9 +494,13 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
     place), scaled by beta. bias: a 1-D array of length N (one value per column; also when
     M == N) or M (one per row). activation: "relu", "gelu" (erf), "gelu_tanh" or "silu".
     scale_a, scale_b: fp8 inputs (float8_e4m3fn, float8_e5m2, or one of each) are products of
-    quantized values, and need both: float32 arrays of one value (per-tensor scales, read on the
-    GPU, so a captured graph replays with new values); the product is ``(scale_a * a) @ (scale_b
-    * b)``, written as bfloat16 (default), float16 or float32. wgmma reads fp8 operands k-major
+    quantized values, and need both, float32 arrays read on the GPU (a captured graph replays with
+    new values): one value each (per-tensor: the product is ``(scale_a * a) @ (scale_b * b)``),
+    or block-wise, ``scale_a`` of shape (M, ceil(K/128)) (a's rows in 1x128 blocks of K) and
+    ``scale_b`` (ceil(K/128), ceil(N/128)) (b in 128x128 blocks), applied as each 128 of K is
+    summed (``a[i, k]`` dequantizes to ``a[i, k] * scale_a[i, k // 128]``, ``b[k, j]`` to
+    ``b[k, j] * scale_b[k // 128, j // 128]``; ``out`` row-major). The result is bfloat16
+    (default), float16 or float32. wgmma reads fp8 operands k-major
     only: ``a`` row-major and ``b`` column-major (``b = w.T`` of a row-major (N, K) weight) run
     as they are, other layouts through a transposing copy.
     epilogue: a ``numba.cuda.jit(device=True)`` function ``f(acc, row, col, *epilogue_args)``
@@ -577,7 +584,7 @@ def _gemm_gpu(a, b, variant, out, out_dtype, stream, allow_tf32, kind, epi_args)
         epi = None
         if epi_args is not None:                  # checked, described; the cache keeps it without arrays
             pr = _Problem(a, b, variant, out, out_dtype, allow_tf32)
-            epi = bind(kind, pr.m, pr.n, pr.dtype, pr.out_dtype, pr.device, *epi_args)
+            epi = bind(kind, pr.m, pr.n, pr.dtype, pr.out_dtype, pr.device, *epi_args, k=pr.k)
             run = epi.run
 
         def make():
@@ -700,7 +707,7 @@ def explain(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=
     if scale_a is not None or scale_b is not None:
         pr = _Problem(a, b, variant, out, out_dtype, allow_tf32)
         epi = bind(kind, pr.m, pr.n, pr.dtype, pr.out_dtype, pr.device, None, 1.0, 0.0, None, None, None, (),
-                   (scale_a, scale_b))
+                   (scale_a, scale_b), k=pr.k)
     call = _prepare(a, b, variant, out, out_dtype, allow_tf32, kind, epi)
     return "empty: nothing to launch" if call.plan is None else call.plan.describe()
 
@@ -795,7 +802,7 @@ def _gemm_copying(a, b, variant, out, out_dtype, stream, allow_tf32, epi_args=No
             if out is not None and (C.overlaps(A) or C.overlaps(B)):
                 raise ValueError("out overlaps a or b: the result would overwrite its own inputs")
         epi = None if epi_args is None else bind(kind, m, n, pr.dtype, pr.out_dtype, pr.device, *epi_args,
-                                                   stream=nst)
+                                                   stream=nst, k=pr.k)
         plan = pr.plan(A, B, C, epi)
         handle = (lambda x: x.data) if SIMULATOR else (lambda x: x.ptr)
         plan.run(_values(handle(A), handle(B), handle(C), epi, None, plan), st)

@@ -42,8 +42,8 @@ from numba.cuda import libdevice
 from .intrinsics import SIMULATOR, device_array, f32_bits, f32_ptr, f64_bits
 from .jit import device
 
-__all__ = ["Epilogue", "UserFunction", "PLAIN", "SCALED", "ACTIVATIONS", "make", "code_digest", "float_bits",
-           "USER_ARRAY_DTYPES"]
+__all__ = ["Epilogue", "UserFunction", "PLAIN", "SCALED", "BLOCK_SCALED", "BLOCK_SCALES", "ACTIVATIONS", "make",
+           "code_digest", "float_bits", "USER_ARRAY_DTYPES"]
 
 # activation name -> what it computes (fp32), as the reference in tests and docs spells it
 ACTIVATIONS = {
@@ -129,7 +129,9 @@ class Epilogue:
     """What an epilogue does, as compile-time facts (its repr is part of the kernel's key).
 
     scales: "tensor": the product of fp8 inputs is first multiplied by ``scale_a[0] * scale_b[0]``,
-    two fp32 device scalars (read in the kernel, so a CUDA graph replays with new values), or None;
+    two fp32 device scalars (read in the kernel, so a CUDA graph replays with new values);
+    "block": block-wise scales (scale_a[row, k // 128], scale_b[k // 128, col // 128], with their
+    strides), applied by the mainloop to each K slice's sum, not here; or None;
     alpha: multiply by a run-time alpha; c: (dtype, column-major) of the C input added with a
     run-time beta, or None; bias: (dtype, "row" | "col") in the kernel's coordinates (a "col"
     bias has one value per column), or None; activation: a key of ``ACTIVATIONS`` or None;
@@ -156,8 +158,11 @@ class Epilogue:
         if self.plain:
             return ("unused",)
         out = ["M", "N"]
-        if self.scales is not None:
+        if self.scales == "tensor":
             out += ["scale_a", "scale_b"]
+        elif self.scales == "block":          # (right after M and N: a split-K kernel takes these)
+            out += ["scale_a", "scale_a_row_stride", "scale_a_k_stride", "scale_b", "scale_b_k_stride",
+                    "scale_b_col_stride"]
         if self.alpha:
             out.append("alpha")
         if self.c is not None:
@@ -184,6 +189,8 @@ class Epilogue:
 
 PLAIN = Epilogue()
 SCALED = Epilogue(fast=True, scales="tensor")      # what every fp8 product has: its two scales
+BLOCK_SCALED = Epilogue(fast=True, scales="block")  # ... or block-wise ones
+BLOCK_SCALES = Epilogue(scales="block")            # a split-K kernel's part of a block-scaled product
 
 
 def float_bits(x: float, kind: str = "f32") -> int:
@@ -292,7 +299,7 @@ def make(spec: Epilogue):
             lines += [f"    if row >= {at['M']} or col >= {at['N']}:",
                       "        return v"]
         lines.append("    x = v")
-        if spec.scales is not None:       # (the same two addresses for every element: loaded once)
+        if spec.scales == "tensor":       # (the same two addresses for every element: loaded once)
             lines.append(f"    x = x * (_load32({at['scale_a']}, 0) * _load32({at['scale_b']}, 0))")
         if spec.alpha:
             lines.append(f"    x = x * f32_bits({at['alpha']})")

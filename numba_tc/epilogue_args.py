@@ -31,7 +31,7 @@ def is_plain(c, alpha, beta, bias, activation, epilogue) -> bool:
 class Bound:
     """A call's epilogue: ``spec`` in the user's coordinates, ``key`` (what of it decides the
     plan), what stays fixed for every call with arrays of the same facts (m, n, c's leading
-    dimension, the user arrays' shapes and byte strides), and ``run``: this call's run-time values
+    dimension, the user arrays' shapes and byte strides, block-wise scales' strides), and ``run``: this call's run-time values
     (``runtime_values``). ``keep``: the device copies of NumPy arguments, alive while it runs."""
     spec: Epilogue
     key: tuple
@@ -39,6 +39,7 @@ class Bound:
     n: int
     ldc: int = 0
     user_shapes: Tuple[Any, ...] = ()
+    scale_strides: Tuple[tuple, tuple] = ((), ())
     run: Any = None
     keep: Tuple[Any, ...] = ()
 
@@ -53,7 +54,8 @@ class Bound:
         m, n = (self.n, self.m) if swap else (self.m, self.n)
         out = [m, n]
         if spec.scales is not None:
-            out += list(scales)
+            for x, strides in zip(scales, self.scale_strides):
+                out += [x, *strides]
         if spec.alpha:
             out.append(alpha if SIMULATOR else float_bits(alpha))
         if spec.c is not None:
@@ -87,10 +89,11 @@ def _handle(mat):
 
 
 def bind(kind: str, m: int, n: int, dtype: str, out_dtype: str, device, c, alpha, beta, bias, activation,
-         epilogue, epilogue_args, scales=None, stream=0) -> Bound:
+         epilogue, epilogue_args, scales=None, stream=0, k: int = 0) -> Bound:
     """Check a call's epilogue arguments (``device``: the operands' device, None for NumPy;
-    ``scales``: (scale_a, scale_b) of fp8 inputs, or None) and describe them. NumPy arrays are
-    copied to the device on ``stream``."""
+    ``scales``: (scale_a, scale_b) of fp8 inputs, or None; ``k``: the product's K, which
+    block-wise scales are checked against) and describe them. NumPy arrays are copied to the
+    device on ``stream``."""
     for name, x in (("alpha", alpha), ("beta", beta)):
         if isinstance(x, bool) or not isinstance(x, (int, float)):
             raise TypeError(f"{name} must be a Python number, got {type(x).__name__}")
@@ -119,49 +122,66 @@ def bind(kind: str, m: int, n: int, dtype: str, out_dtype: str, device, c, alpha
         key.append(user)
     elif epilogue_args:
         raise ValueError("epilogue_args were given without an epilogue function")
-    scale_vals, scale_keep = None, ()
+    scale_vals, scale_strides, scale_keep, scale_mode = None, ((), ()), (), None
     if scales is not None or dtype in FP8:
-        scale_vals, scale_keep = _scales(scales, dtype, kind, device, stream)
-        key.append("scales")
+        scale_vals, scale_strides, scale_keep, scale_mode = _scales(scales, dtype, kind, device, stream, m, n, k)
+        key.append(("scales", scale_mode))
     spec = Epilogue(float(alpha) != 1.0, c_spec, bias_spec, activation, user,
-                    fast=dtype in ("float16", "bfloat16") + FP8, scales=None if scales is None else "tensor")
+                    fast=dtype in ("float16", "bfloat16") + FP8, scales=scale_mode)
     run = runtime_values(None if cm is None else _handle(cm), None if bm is None else _handle(bm), alpha, beta,
                          (v[0] if isinstance(v, tuple) else v for v in uvals), scale_vals)
     return Bound(spec, tuple(key), m, n, 0 if cm is None else cm.ld,
-                 tuple((v[1], v[2]) if isinstance(v, tuple) else None for v in uvals), run,
+                 tuple((v[1], v[2]) if isinstance(v, tuple) else None for v in uvals), scale_strides, run,
                  keep=(cm, bm) + tuple(v[3:] for v in uvals if isinstance(v, tuple)) + scale_keep)
 
 
-def _scales(scales, dtype: str, kind: str, device, stream):
-    """(the addresses of scale_a and scale_b, what keeps NumPy copies alive): fp8 inputs need
-    both, each one float32 value (per-tensor scaling) on the operands' device."""
+SCALE_BLOCK = 128       # block-wise scales: one per 128 of K (a K slice of the fp8 kernel), per 128 of N
+
+
+def _scales(scales, dtype: str, kind: str, device, stream, m: int, n: int, k: int):
+    """(their addresses, their element strides (block-wise), what keeps NumPy copies alive,
+    "tensor" | "block"): fp8 inputs need both scale_a and scale_b, float32 on the operands'
+    device: each one value (per-tensor scaling), or block-wise, scale_a of shape (M, K/128) and
+    scale_b (K/128, N/128), rounded up."""
     if dtype not in FP8:
         raise ValueError(f"scale_a and scale_b dequantize fp8 inputs ({' or '.join(FP8)}); a and b are {dtype}")
     if scales is None or any(x is None for x in scales):
-        raise ValueError("fp8 inputs need both scale_a and scale_b (float32 device scalars: dequantized a is "
+        raise ValueError("fp8 inputs need both scale_a and scale_b (float32 device arrays: dequantized a is "
                          "a * scale_a)")
-    out, keep = [], []
+    kb, nb = -(-k // SCALE_BLOCK), -(-n // SCALE_BLOCK)
+    block = {"scale_a": (m, kb), "scale_b": (kb, nb)}
+    ds = []
     for name, x in zip(("scale_a", "scale_b"), scales):
         try:
             _on_device(x, name, kind, device)
             d = describe(x, name)
         except TypeError as e:
-            raise TypeError(f"{name} must be a float32 array of the operands' kind with one value: {e}") from None
-        if int(np.prod(d[1], dtype=np.int64)) != 1:
-            raise ValueError(f"{name} has shape {tuple(d[1])}: per-tensor scales hold one value "
-                             "(block-wise scales are not supported yet)")
+            raise TypeError(f"{name} must be a float32 array of the operands' kind: {e}") from None
         if d[3] != "float32":
             raise TypeError(f"{name} has dtype {d[3]}; scales are float32")
+        ds.append(d)
+    one = [int(np.prod(d[1], dtype=np.int64)) == 1 for d in ds]
+    mode = "tensor" if all(one) else "block"
+    if mode == "block":
+        for name, d in zip(block, ds):
+            if tuple(d[1]) != block[name]:
+                raise ValueError(
+                    f"{name} has shape {tuple(d[1])}: scales are per tensor (one value each) or block-wise, "
+                    f"scale_a of shape (M, ceil(K/128)) = {block['scale_a']} and scale_b (ceil(K/128), "
+                    f"ceil(N/128)) = {block['scale_b']} (a's rows by 1x128 blocks of K, b by 128x128 blocks)")
+    out, strides, keep = [], [], []
+    for name, x, d in zip(block, scales, ds):
+        shape = (1,) if mode == "tensor" else block[name]
         if kind == "numpy":
             from numba import cuda
-            dev = cuda.to_device(np.ascontiguousarray(x, np.float32).reshape(1), stream=stream)
+            dev = cuda.to_device(np.ascontiguousarray(np.asarray(x, np.float32).reshape(shape)), stream=stream)
             out.append(dev if SIMULATOR else dev.device_ctypes_pointer.value)
             keep.append(dev)
-        elif SIMULATOR:
-            out.append((x._ary if kind == "numba" else np.asarray(x)).reshape(1))
+            strides.append((shape[1], 1) if mode == "block" else ())
         else:
-            out.append(d[4])
-    return tuple(out), tuple(keep)
+            out.append((x._ary if kind == "numba" else np.asarray(x)).reshape(shape) if SIMULATOR else d[4])
+            strides.append(tuple(int(st) for st in d[2]) if mode == "block" else ())
+    return tuple(out), tuple(strides), tuple(keep), mode
 
 
 def _on_device(x, name: str, kind: str, device):

@@ -58,12 +58,12 @@ from numba import cuda, float32, uint32
 
 from . import fixup, layout, repack, workspace
 from .config import Variant, WgmmaConfig
-from .epilogue import PLAIN, SCALED
+from .epilogue import BLOCK_SCALED, BLOCK_SCALES, PLAIN, SCALED
 from .epilogue import make as make_epilogue
 from .fragments import OUT_CONVERT, apply_fragments, make_store_out
-from .intrinsics import ptr
+from .intrinsics import f32_ptr, ptr
 from .jit import device, kernel, kernel_factory, unrolled
-from .layout import c_fragment, chunk_offset, wgmma_desc, wgmma_operand_offset
+from .layout import c_fragment, chunk_offset, wgmma_d_fragment, wgmma_desc, wgmma_operand_offset
 from .plan import Step
 from .primitives import (cluster_ctarank, cluster_sync, fence_proxy_async, mbar_arrive, mbar_arrive_cluster,
                          mbar_expect_tx, mbar_fence_init, mbar_init, mbar_wait, named_barrier, setmaxnreg_dec,
@@ -309,14 +309,15 @@ def make_producer(walk_unit, produce, S, STAGE, BK):
 @lru_cache(maxsize=None)
 def make_mainloop(consume, S, STAGE, CL):
     """Mainloop (a consumer warpgroup): ``mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0,
-    lane)``: ktiles K slices from the ring into the accumulators (``consume``: ``make_slice_mma``),
+    lane, k0, row, bn0, ep)``: ktiles K slices (from slice k0 of K, for a tile whose first column
+    is bn0 and this warp's first row ``row``; ``ep``: the epilogue's values) from the ring into the accumulators (``consume``: ``make_slice_mma``),
     one wgmma group kept in flight: once slice t's group is issued, slice t-1's is done and its
     stage is released in every CTA of the cluster. Returns the ring position after the tile."""
     advance = _advancer(S)
     release = _releaser(CL)
 
     @device
-    def mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0, lane):
+    def mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0, lane, k0, row, bn0, ep):
         prev = 0
         for t in range(ktiles):
             consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0)
@@ -333,13 +334,52 @@ def make_mainloop(consume, S, STAGE, CL):
 
 
 @lru_cache(maxsize=None)
-def make_promoted_mainloop(consume, S, STAGE, CL, NACC):
+def _block_scaler(BN, SLOT, NACC):
+    """Block-wise scales (``Epilogue.scales == "block"``): ``load(kb, row, bn0, lane, ep)`` reads
+    this thread's scales of K block kb, (scale_a of its two rows) x (scale_b of the one or two
+    128-column blocks its tile's columns fall in), as four products; ``add(i, pacc, s, off)``
+    adds slice accumulator i to fp32 accumulator i times its scale (``off``: the tile's first
+    column within its scale block). ``SLOT``: ``spec.slots()``'s index of M, then of scale_a
+    (row and K strides follow, then scale_b and its K and column strides)."""
+    TWO = BN > 128                       # a 192-wide tile spans two blocks (64-aligned: never three)
+    M_, N_, SA, SB = SLOT, SLOT + 1, SLOT + 2, SLOT + 5
+
+    @device
+    def load(kb, row, bn0, lane, ep):
+        sa, sb = f32_ptr(ep[SA]), f32_ptr(ep[SB])
+        r0 = min(row + (lane >> 2), ep[M_] - 1)
+        r1 = min(row + (lane >> 2) + 8, ep[M_] - 1)
+        a0 = sa[r0 * ep[SA + 1] + kb * ep[SA + 2]]
+        a1 = sa[r1 * ep[SA + 1] + kb * ep[SA + 2]]
+        nb = bn0 >> 7
+        b0 = sb[kb * ep[SB + 1] + nb * ep[SB + 2]]
+        b1 = b0
+        if TWO:
+            b1 = sb[kb * ep[SB + 1] + min(nb + 1, ((ep[N_] + 127) >> 7) - 1) * ep[SB + 2]]
+        return a0 * b0, a0 * b1, a1 * b0, a1 * b1
+
+    @device
+    def add(i, pacc, s, off, lane):
+        m, n = wgmma_d_fragment(lane, i)
+        right = TWO and off + 8 * (n >> 3) >= 128
+        if m >= 8:
+            x = s[3] if right else s[2]
+        else:
+            x = s[1] if right else s[0]
+        pacc[i] += pacc[NACC + i] * x
+    return load, add
+
+
+@lru_cache(maxsize=None)
+def make_promoted_mainloop(consume, S, STAGE, CL, NACC, BLOCK=None):
     """The mainloop of fp8 with promotion: each K slice's sum goes to accumulators of its own
     (``consume`` writes them from NACC on, starting from zero) and, once its wgmma is done, is
     added to the fp32 accumulators 0..NACC-1: fp8 wgmma adds in fewer bits than fp32, so
     promoting every 128 of K keeps a long K's sum accurate. The add waits for the slice's group;
     the other consumer's wgmma runs meanwhile. (Pipelines that keep a group of the same consumer
-    in flight during the add measured slower: benchmarks/NOTES.md, sessions 16 and 17.)"""
+    in flight during the add measured slower: benchmarks/NOTES.md, sessions 16 and 17.) With
+    block-wise scales (``BLOCK``: ``_block_scaler``'s (BN, SLOT)) the add multiplies by the
+    slice's scales, loaded while its wgmma runs."""
     advance = _advancer(S)
     release = _releaser(CL)
 
@@ -347,15 +387,23 @@ def make_promoted_mainloop(consume, S, STAGE, CL, NACC):
     def add_one(i, pacc):
         pacc[i] += pacc[NACC + i]
     add = unrolled(add_one, 128)
+    if BLOCK is not None:
+        load_scales, add_scaled_one = _block_scaler(*BLOCK, NACC)
+        add_scaled = unrolled(add_scaled_one, 128)
 
     @device
-    def mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0, lane):
+    def mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0, lane, k0, row, bn0, ep):
         for t in range(ktiles):
             consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0)
+            if BLOCK is not None:
+                sc = load_scales(k0 + t, row, bn0, lane, ep)
             wgmma_wait(0)
             if lane == 0:
                 release(bars + 8 * (S + s))
-            add(NACC, pacc)
+            if BLOCK is not None:
+                add_scaled(NACC, pacc, sc, bn0 & 127, lane)
+            else:
+                add(NACC, pacc)
             s, ph = advance(s, ph)
         return s, ph
     return mainloop
@@ -475,10 +523,10 @@ def make_consumer(walk_unit, mainloop, store, drain, NACC, WG_M, PLANE):
         ph = 0
         nbox = 0
         for u in range(w[0], w[2], w[1]):
-            bm0, bn0, sp, _, kn = walk_unit(w, u)
+            bm0, bn0, sp, k0, kn = walk_unit(w, u)
             for i in range(NACC):
                 acc[i] = float32(0)
-            s, ph = mainloop(pacc, sbase, bars, s, ph, kn, a_row0, lane)
+            s, ph = mainloop(pacc, sbase, bars, s, ph, kn, a_row0, lane, k0, bm0 + m_warp, bn0, ep)
             nbox = store(acc, C + sp * (M * ldc * PLANE), tmc, ebase, nbox, bm0 + m_warp, bn0, ldc, M, N, wg, tw,
                          lane, ep, sp)
         drain(tw)
@@ -526,8 +574,9 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
     M * ldc apart) without an epilogue (``fixup`` adds the planes, then applies it); batch: a
     batched product, every operand's tensor map 3-D (the batch last), a unit a tile of one
     batch's product; dtype_b: B's type where it is not A's (fp8: e4m3 times e5m2)."""
-    if split and (out_dtype != "float32" or tma_c or not epi.plain or not cfg.persistent):
-        raise ValueError("a split-K kernel is persistent and writes plain fp32 planes from registers")
+    if split and (out_dtype != "float32" or tma_c or epi not in (PLAIN, BLOCK_SCALES) or not cfg.persistent):
+        raise ValueError("a split-K kernel is persistent and writes plain fp32 planes from registers "
+                         "(block-wise scales applied)")
     if batch and (split or not (tma_c and cfg.tma_store) or not cfg.persistent or cfg.cluster > 1):
         raise ValueError("a batched kernel is persistent, without clusters or split-K, and stores C by TMA")
     BM, BN, S, CONS, CL = cfg.bm, cfg.bn, cfg.stages, cfg.consumers, cfg.cluster
@@ -544,8 +593,9 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
     producer = make_producer(walk_unit, make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, STAGE, CL, batch), S, STAGE, BK)
     store, drain = make_epilogue_part(MI, BN, out_dtype, vc, cfg.tma_store and tma_c, cfg.epi_boxes, epi, batch)
     if cfg.promote:
+        block = (BN, epi.slots().index("M")) if epi.scales == "block" else None
         mainloop = make_promoted_mainloop(make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b, NACC),
-                                          S, STAGE, CL, NACC)
+                                          S, STAGE, CL, NACC, block)
     else:
         mainloop = make_mainloop(consume, S, STAGE, CL)
     consumer = make_consumer(walk_unit, mainloop, store, drain, NACC, WG_M,
@@ -780,7 +830,7 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
         pool = fp8_cfgs if fp8 and fp8_cfgs else cfgs
         if fp8 and epi.scales is None:
             raise ValueError("fp8 inputs need their scales: gemm(a, b, scale_a=..., scale_b=...) (float32 "
-                             "device arrays of one value)")
+                             "device arrays: one value each, or block-wise (M, K/128) and (K/128, N/128))")
         keq = cdiv(kk * a.itemsize, 2)         # the cost model's K: 16-bit elements of the same bytes
         if fp8:
             copy = [_needs_copy8(x, i) for i, x in enumerate((a, b))]
@@ -803,9 +853,11 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
                 st, ops[i] = (_gather8_step if fp8 else _repack_step)(ops[i], i, region, dev, total)
                 steps.append(st)
         ec = None if splits > 1 else output_map(cfg, c)
+        part = BLOCK_SCALES if epi.scales == "block" else PLAIN      # a split's: the fix-up does the rest
         k = wgmma_kernel(cfg, a.dtype, "float32" if splits > 1 else c.dtype, ops[0].trans, ops[1].trans,
-                         splits > 1 or c.pairs_aligned, ec is not None, PLAIN if splits > 1 else epi, splits > 1,
+                         splits > 1 or c.pairs_aligned, ec is not None, part if splits > 1 else epi, splits > 1,
                          False, None if b.dtype == a.dtype else b.dtype)
+        nep = 0 if part.plain else len(part.slots())
         fn = driver.load(k, dev)
         if resident is None:
             resident = driver.sm_count(dev) * cfg.min_blocks
@@ -817,7 +869,7 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
             ma = encode(ws + ra_off if copy[0] else pa, *ea)
             mb = encode(ws + rb_off if copy[1] else pb, *eb)
             if splits > 1:                  # partial sums to the planes; the fix-up does the rest
-                return (ma, mb, _NO_MAP, ws + planes, m, n, kk, ldw, kper, 1, 0, 0)
+                return (ma, mb, _NO_MAP, ws + planes, m, n, kk, ldw, kper, 1, 0, *(ep[:nep] if nep else (0,)))
             return (ma, mb, encode(pc, *ec) if ec else _NO_MAP, pc, m, n, kk, c.ld, kper, 1, 0, *ep)
         label = (f"{cfg.bm}x{cfg.bn}" + (f" cluster {cfg.cluster}" if cfg.cluster > 1 else "")
                  + (f" split-K {splits}" if splits > 1 else ""))
@@ -899,14 +951,18 @@ def _kernels(cfgs, top: bool, fp8_cfgs=()):
         return out
 
     def kernels8(dtype):
-        """fp8 (A and B of one type): always with its scales, always k-major after the copy."""
+        """fp8 (A and B of one type): always with its scales (per tensor or block-wise), always
+        k-major after the copy."""
         outs = ("bfloat16", "float16", "float32")
         pool = fp8_cfgs or cfgs
-        out = [wgmma_kernel(cfg, dtype, o, False, True, vc, tc, SCALED)
-               for cfg in pool for vc, tc in stores(cfg) for o in outs]
-        out += [wgmma_kernel(cfg, dtype, "float32", False, True, True, False, PLAIN, True)
-                for cfg in pool if cfg.persistent]
-        return out + [fixup.fixup_kernel(o, SCALED) for o in outs] + [repack.gather8_kernel(t) for t in (False, True)]
+        out = [repack.gather8_kernel(t) for t in (False, True)]
+        for epi, part in ((SCALED, PLAIN), (BLOCK_SCALED, BLOCK_SCALES)):
+            out += [wgmma_kernel(cfg, dtype, o, False, True, vc, tc, epi)
+                    for cfg in pool for vc, tc in stores(cfg) for o in outs]
+            out += [wgmma_kernel(cfg, dtype, "float32", False, True, True, False, part, True)
+                    for cfg in pool if cfg.persistent]
+            out += [fixup.fixup_kernel(o, epi) for o in outs]
+        return out
     return kernels
 
 

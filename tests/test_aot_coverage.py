@@ -18,7 +18,7 @@ import numba_tc
 from numba_tc import driver
 from numba_tc.arrays import Matrix
 from numba_tc.api import FP8_OUT
-from numba_tc.epilogue import SCALED
+from numba_tc.epilogue import BLOCK_SCALED, SCALED
 from numba_tc.layout import FP8, ITEMSIZE
 
 from conftest import SIM
@@ -63,17 +63,18 @@ def _operand(rows, cols, trans, dtype, align, base):
 
 
 def problems(dtype):
-    """(A, B, C) as the api hands them to a planner (swapped for a column-major C), for inputs
-    that run as ``dtype`` (tf32: float32 arrays)."""
+    """(A, B, C, swapped) as the api hands them to a planner (swapped for a column-major C), for
+    inputs that run as ``dtype`` (tf32: float32 arrays)."""
     arrays = "float32" if dtype == "tf32" else dtype
     for (m, n, k), (ta, tb, tc), aligns in itertools.product(SHAPES, LAYOUTS, ALIGNMENTS):
         for out in FP8_OUT if dtype in FP8 else dict.fromkeys((arrays, "float32")):
             a = _operand(m, k, ta, arrays, aligns[0], 1 << 32)
             b = _operand(k, n, tb, arrays, aligns[1], 2 << 32)
             c = _operand(m, n, tc, out, aligns[2], 3 << 32)
-            if c.trans:                      # api._Problem.plan
+            swapped = c.trans
+            if swapped:                      # api._Problem.plan
                 a, b, c = b.transposed(), a.transposed(), c.transposed()
-            yield a, b, c
+            yield a, b, c, swapped
 
 
 _PLANNED: dict = {}
@@ -85,11 +86,13 @@ def planned(v, dtype):
     seen = _PLANNED.get((v.name, dtype))
     if seen is None:
         seen = _PLANNED[(v.name, dtype)] = {}
-        for a, b, c in problems(dtype):
+        for a, b, c, swapped in problems(dtype):
             if v.refuses(a, b, c):
                 continue
-            for st in v.plan(a, b, c, 0, **({"epi": SCALED} if dtype in FP8 else {})):
-                seen.setdefault(st.kernel.key, (a, b, c))
+            # fp8: per-tensor scales, and block-wise ones (whose output is row-major)
+            for epi in ((SCALED,) + (BLOCK_SCALED,) * (not swapped) if dtype in FP8 else (None,)):
+                for st in v.plan(a, b, c, 0, **({"epi": epi} if epi else {})):
+                    seen.setdefault(st.kernel.key, (a, b, c))
     return seen
 
 

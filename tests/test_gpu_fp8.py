@@ -150,3 +150,70 @@ def test_bad_input_is_refused_with_the_reason():
         numba_tc.gemm(a, b, scale_a=sa, scale_b=sb, out_dtype="float8_e4m3fn")
     with pytest.raises(ValueError, match="batched fp8"):
         numba_tc.gemm(a.unsqueeze(0), b.unsqueeze(0), scale_a=sa, scale_b=sb)
+
+
+# --- block-wise scales: a's rows in 1x128 blocks of K, b in 128x128 blocks ---------------------
+def quantize_blocks(x, dtype, br, bc):
+    """(fp8 values, float32 scales of shape (ceil(rows/br), ceil(cols/bc))) of a 2-D tensor."""
+    r, c = x.shape
+    pr, pc = -(-r // br) * br, -(-c // bc) * bc
+    xp = torch.zeros(pr, pc, device=x.device, dtype=torch.float32)
+    xp[:r, :c] = x
+    amax = xp.reshape(pr // br, br, pc // bc, bc).abs().amax(dim=(1, 3))
+    scale = (amax / torch.finfo(dtype).max).clamp(min=1e-12)
+    full = scale.repeat_interleave(br, 0).repeat_interleave(bc, 1)[:r, :c]
+    q = (x / full).clamp(torch.finfo(dtype).min, torch.finfo(dtype).max).to(dtype)
+    return q, scale
+
+
+def _block_problem(m, n, k, seed, b_layout="T"):
+    """a (m x k, row-major) by 1x128 blocks, b (k x n) from a row-major (n x k) weight by 128x128
+    blocks (``b_layout`` "T": its transposed view, k-major; "N": a row-major copy), their scales
+    and the float64 product of the dequantized operands."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    a, sa = quantize_blocks(torch.randn(m, k, device="cuda", generator=g), E4M3, 1, 128)
+    w, sw = quantize_blocks(torch.randn(n, k, device="cuda", generator=g), E4M3, 128, 128)
+    b, sb = w.t(), sw.t()                            # scale_b (K/128, N/128): a transposed view
+    if b_layout == "N":
+        b = b.contiguous()
+    da = a.double() * sa.double().repeat_interleave(128, 1)[:, :k]
+    db = b.double() * sb.double().repeat_interleave(128, 0).repeat_interleave(128, 1)[:k, :n]
+    return a, b, sa, sb, da @ db
+
+
+@pytest.mark.parametrize("m,n,k", [(256, 512, 1024), (1000, 777, 1000), (37, 300, 4100), (300, 200, 16384),
+                                   (129, 1000, 384)])
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float32"])
+def test_block_scales(m, n, k, out_dtype):
+    a, b, sa, sb, want = _block_problem(m, n, k, seed=m + n + k)
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=getattr(torch, out_dtype))
+    numba_tc.gemm(a, b, scale_a=sa, scale_b=sb, out=out)
+    path = numba_tc.explain(a, b, out=out, scale_a=sa, scale_b=sb)
+    assert not torch.isnan(out).any(), path
+    assert _rel(out, want) < (TOL32 if out_dtype == "float32" else TOL), path
+
+
+def test_block_scales_any_strides_and_layout():
+    # scale_a column-major (DeepGEMM's layout) and b row-major (through the transposing copy)
+    a, b, sa, sb, want = _block_problem(384, 640, 2048, seed=11, b_layout="N")
+    sa_cm = sa.t().contiguous().t()
+    out = numba_tc.gemm(a, b, scale_a=sa_cm, scale_b=sb.contiguous(), out_dtype="float32")
+    assert _rel(out, want) < TOL32
+
+
+def test_block_scales_split_k():
+    a, b, sa, sb, want = _block_problem(128, 256, 16384, seed=12)
+    out = numba_tc.gemm(a, b, scale_a=sa, scale_b=sb, out_dtype="float32")
+    path = numba_tc.explain(a, b, out=out, scale_a=sa, scale_b=sb)
+    assert "split-K" in path and "fixup" in path, path
+    assert _rel(out, want) < TOL32
+
+
+def test_block_scales_bad_input():
+    a, b, sa, sb, _ = _block_problem(256, 256, 512, seed=13)
+    with pytest.raises(ValueError, match=r"ceil\(K/128\)"):
+        numba_tc.gemm(a, b, scale_a=sa[:, :-1], scale_b=sb)
+    with pytest.raises(ValueError, match="block-wise"):
+        numba_tc.gemm(a, b, scale_a=sa[:1, :1].reshape(1), scale_b=sb)      # one per tensor, one block-wise
+    with pytest.raises(ValueError, match="row-major out"):
+        numba_tc.gemm(a, b, scale_a=sa, scale_b=sb, out=torch.empty(256, 256, device="cuda").t())
