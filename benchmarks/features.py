@@ -123,7 +123,46 @@ def fp8(m, n, k, dtype, batch=1, layout="tn"):
                 ref="torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=bfloat16) (cuBLASLt, per-tensor, TN)")
 
 
-FEATURES = {"bias_gelu": bias_gelu, "custom_epilogue": custom_epilogue, "batched": batched, "fp8": fp8}
+def fp8_block(m, n, k, dtype, batch=1):
+    """e4m3 with block-wise scales (a by 1x128, b by 128x128, quantized by ``numba_tc.fp8.quantize``),
+    bf16 out, against ``torch._scaled_mm`` with the same block scales where the installed torch
+    runs them on this GPU, else its per-tensor path on the same values (per-tensor scales of
+    the same matrices: the issue's reference) - ``ref`` says which."""
+    g = torch.Generator(device="cuda").manual_seed(4)
+    x, y = torch.randn(m, k, device="cuda", generator=g), torch.randn(n, k, device="cuda", generator=g)
+    a, sa = numba_tc.fp8.quantize(x, "e4m3", block=(1, 128))
+    w, sw = numba_tc.fp8.quantize(y, "e4m3", block=(128, 128))
+    b, sb = w.t(), sw.t()
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    numba_tc.gemm(a, b, scale_a=sa, scale_b=sb, out=out)
+    da = a.double() * sa.double().repeat_interleave(128, 1)[:, :k]
+    db = b.double() * sb.double().repeat_interleave(128, 0).repeat_interleave(128, 1)[:k, :n]
+    want = da @ db
+    ref, ref_err, what = None, None, None
+    # scale_a outer-dim-major, as cuBLASLt's block-wise scaling asks
+    fn = lambda: torch._scaled_mm(a, b, scale_a=sa.t().contiguous().t(), scale_b=sb,  # noqa: E731
+                                  out_dtype=torch.bfloat16)
+    try:
+        ref_err, what = _rel(fn(), want), "torch._scaled_mm(a, b, block-wise 1x128 / 128x128 scales, bf16) (cuBLASLt)"
+        ref = fn
+    except Exception as e:
+        print(f"  (torch._scaled_mm has no block-wise path here: {str(e).splitlines()[0][:100]}; per-tensor instead)")
+    if ref is None:
+        a1, s1 = quantize8(x)
+        w1, s2 = quantize8(y)
+        want1 = (a1.double() * s1.double()) @ (w1.t().double() * s2.double())
+        ref = lambda: torch._scaled_mm(a1, w1.t(), scale_a=s1, scale_b=s2, out_dtype=torch.bfloat16)  # noqa: E731
+        ref_err = _rel(ref(), want1)
+        what = "torch._scaled_mm(a, b, per-tensor scales of the same matrices, bf16) (cuBLASLt, TN)"
+    err = _rel(out, want)
+    ours, theirs = bench.time_interleaved([lambda: numba_tc.gemm(a, b, scale_a=sa, scale_b=sb, out=out), ref])
+    return dict(feature="fp8", scaling="block", layout="tn", ours_ms=ours, ref_ms=theirs, rel_err=err,
+                ref_rel_err=ref_err, dtype="e4m3", path=numba_tc.explain(a, b, out=out, scale_a=sa, scale_b=sb),
+                ref=what)
+
+
+FEATURES = {"bias_gelu": bias_gelu, "custom_epilogue": custom_epilogue, "batched": batched, "fp8": fp8,
+            "fp8_block": fp8_block}
 # (feature, batch, m, n, k)
 DEFAULT = [("bias_gelu", 1, 4096, 11008, 4096), ("bias_gelu", 1, 4096, 4096, 4096), ("bias_gelu", 1, 2048, 5120, 3000),
            ("custom_epilogue", 1, 4096, 4096, 4096), ("custom_epilogue", 1, 8192, 8192, 8192),
@@ -132,7 +171,9 @@ DEFAULT = [("bias_gelu", 1, 4096, 11008, 4096), ("bias_gelu", 1, 4096, 4096, 409
            ("batched", 8, 2048, 4096, 4096), ("batched", 4, 4096, 8192, 4096),
            ("fp8", 1, 4096, 4096, 4096), ("fp8", 1, 8192, 8192, 8192), ("fp8", 1, 2048, 8192, 8192),
            ("fp8", 1, 8192, 7168, 2048), ("fp8", 1, 4096, 14336, 4096), ("fp8", 1, 256, 256, 16384),
-           ("fp8", 1, 4096, 4096, 4096, "nn")]
+           ("fp8", 1, 4096, 4096, 4096, "nn"),
+           ("fp8_block", 1, 4096, 4096, 4096), ("fp8_block", 1, 8192, 8192, 8192), ("fp8_block", 1, 4096, 7168, 2048),
+           ("fp8_block", 1, 2048, 2048, 16384), ("fp8_block", 1, 1024, 3072, 16384)]
 
 
 def main(argv=None):

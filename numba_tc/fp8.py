@@ -30,13 +30,13 @@ from numba.extending import register_jitable
 
 from .arrays import array_kind, describe, dtype_name
 from .intrinsics import SIMULATOR
+from .layout import FP8
 from .schedule import cdiv
 
-__all__ = ["FP8_MAX", "FP8_DTYPES", "INPUT_DTYPES", "E4M3", "E5M2", "fp8_name", "fp8_code", "quantize", "dequantize",
+__all__ = ["FP8_MAX", "INPUT_DTYPES", "E4M3", "E5M2", "fp8_name", "fp8_code", "quantize", "dequantize",
            "f32_to_fp8", "f32_bits_to_fp8", "fp8_to_f32"]
 
-FP8_MAX = {"float8_e4m3fn": 448.0, "float8_e5m2": 57344.0}
-FP8_DTYPES = tuple(FP8_MAX)
+FP8_MAX = dict(zip(FP8, (448.0, 57344.0)))        # the largest finite value of each format
 INPUT_DTYPES = ("float32", "float16", "bfloat16")       # what quantize reads
 
 # The format as the device functions take it (a run-time int: one kernel serves both formats)
@@ -445,7 +445,7 @@ def dequantize(values, scales, block=None, dtype=None):
     kind, shape, _, vdt, _ = describe(values, "values")
     if len(shape) != 2:
         raise ValueError(f"values must be 2-D, got {len(shape)}-D with shape {tuple(shape)}")
-    if vdt in FP8_DTYPES:
+    if vdt in FP8:
         if dtype is not None and fp8_name(dtype) != vdt:
             raise ValueError(f"dtype {dtype!r} does not match values, which are {vdt}")
         name = vdt
