@@ -379,7 +379,7 @@ def make_promoted_mainloop(consume, S, STAGE, CL, NACC, BLOCK=None):
     the other consumer's wgmma runs meanwhile. (Pipelines that keep a group of the same consumer
     in flight during the add measured slower: benchmarks/NOTES.md, sessions 16 and 17.) With
     block-wise scales (``BLOCK``: ``_block_scaler``'s (BN, SLOT)) the add multiplies by the
-    slice's scales, loaded while its wgmma runs."""
+    slice's scales, loaded a slice ahead."""
     advance = _advancer(S)
     release = _releaser(CL)
 
@@ -392,19 +392,36 @@ def make_promoted_mainloop(consume, S, STAGE, CL, NACC, BLOCK=None):
         add_scaled = unrolled(add_scaled_one, 128)
 
     @device
+    def step(pacc, sbase, bars, s, ph, t, ktiles, a_row0, lane, k0, row, bn0, ep, sc):
+        """Slice t; with block scales ``sc`` are its scales, and the next slice's are loaded
+        while its wgmma runs (returned)."""
+        consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0)
+        nxt = sc
+        if BLOCK is not None:
+            nxt = load_scales(k0 + min(t + 1, ktiles - 1), row, bn0, lane, ep)
+        wgmma_wait(0)
+        if lane == 0:
+            release(bars + 8 * (S + s))
+        if BLOCK is not None:
+            add_scaled(NACC, pacc, sc, bn0 & 127, lane)
+        else:
+            add(NACC, pacc)
+        s, ph = advance(s, ph)
+        return s, ph, nxt
+
+    @device
     def mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0, lane, k0, row, bn0, ep):
-        for t in range(ktiles):
-            consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0)
-            if BLOCK is not None:
-                sc = load_scales(k0 + t, row, bn0, lane, ep)
-            wgmma_wait(0)
-            if lane == 0:
-                release(bars + 8 * (S + s))
-            if BLOCK is not None:
-                add_scaled(NACC, pacc, sc, bn0 & 127, lane)
-            else:
-                add(NACC, pacc)
-            s, ph = advance(s, ph)
+        zero = float32(0)
+        sc = (zero, zero, zero, zero)
+        if BLOCK is not None:
+            sc = load_scales(k0, row, bn0, lane, ep)
+        t = 0
+        while t < ktiles:          # (per-tensor: two slices a turn, measured faster than one)
+            s, ph, sc = step(pacc, sbase, bars, s, ph, t, ktiles, a_row0, lane, k0, row, bn0, ep, sc)
+            t += 1
+            if BLOCK is None and t < ktiles:
+                s, ph, sc = step(pacc, sbase, bars, s, ph, t, ktiles, a_row0, lane, k0, row, bn0, ep, sc)
+                t += 1
         return s, ph
     return mainloop
 

@@ -4,7 +4,7 @@ same kernel does not build for plain sm_90 (the arch gate is real). No GPU neede
 import pytest
 
 from numba_tc import hopper
-from numba_tc.epilogue import PLAIN, SCALED
+from numba_tc.epilogue import BLOCK_SCALED, BLOCK_SCALES, PLAIN, SCALED
 from numba_tc.sass import compile_cubin
 
 from conftest import SIM
@@ -108,8 +108,22 @@ def test_fp8_kernels(cfg, da, db, instr):
     c = compile_cubin(k, cc=(9, 0, "a"))
     assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
     assert f"QGMMA.64x{cfg.bn}x32.F32.{instr}" in c.sass and "HGMMA" not in c.sass
-    assert c.count("QGMMA") == 4 * (cfg.wg_m // 64)            # one K slice a turn of the loop
+    assert c.count("QGMMA") == 2 * 4 * (cfg.wg_m // 64)        # (the loop is written two slices a turn)
     assert c.count("FADD") >= cfg.acc_regs
+
+
+@pytest.mark.parametrize("cfg", hopper.FP8_CONFIGS[:2], ids=lambda c: f"{c.bm}x{c.bn}")
+@pytest.mark.parametrize("split", [False, True])
+def test_fp8_block_scaled_kernels(cfg, split):
+    # block-wise scales: each slice's sum multiplied into the fp32 accumulators (FFMA, one per
+    # accumulator), the scales loaded from global memory, still no local memory
+    epi = BLOCK_SCALES if split else BLOCK_SCALED
+    k = hopper.wgmma_kernel(cfg, "float8_e4m3fn", "float32" if split else "bfloat16", False, True, True,
+                            not split, epi, split)
+    c = compile_cubin(k, cc=(9, 0, "a"))
+    assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
+    assert c.count("QGMMA") == 4 * (cfg.wg_m // 64) and c.count("FFMA") >= cfg.acc_regs
+    assert c.count("LDG") >= 3
 
 
 def test_fp8_reads_k_major_operands_only():
