@@ -1,0 +1,18 @@
+"""Block-scaled fp8 launches for compute-sanitizer: ragged M, N and K (a partial last K block),
+a K sliced to whole blocks (strided scales), and a split-K one (128x256x16384).
+
+    compute-sanitizer --tool memcheck --report-api-errors no python benchmarks/check_fp8_block.py
+"""
+import torch
+
+import numba_tc
+
+a, sa = numba_tc.fp8.quantize(torch.randn(300, 1000, device="cuda"), "e4m3", block=(1, 128))
+w, sw = numba_tc.fp8.quantize(torch.randn(520, 1000, device="cuda"), "e4m3", block=(128, 128))
+numba_tc.gemm(a, w.t(), scale_a=sa, scale_b=sw.t(), out_dtype="float32")
+numba_tc.gemm(a[:, :896], w.t()[:896], scale_a=sa[:, :7], scale_b=sw.t()[:7], out_dtype="float32")
+a2, s2 = numba_tc.fp8.quantize(torch.randn(128, 16384, device="cuda"), "e4m3", block=(1, 128))
+w2, t2 = numba_tc.fp8.quantize(torch.randn(256, 16384, device="cuda"), "e4m3", block=(128, 128))
+numba_tc.gemm(a2, w2.t(), scale_a=s2, scale_b=t2.t())
+torch.cuda.synchronize()
+print("ok")
