@@ -31,8 +31,9 @@ def is_plain(c, alpha, beta, bias, activation, epilogue) -> bool:
 class Bound:
     """A call's epilogue: ``spec`` in the user's coordinates, ``key`` (what of it decides the
     plan), what stays fixed for every call with arrays of the same facts (m, n, c's leading
-    dimension, the user arrays' shapes and byte strides, block-wise scales' strides), and ``run``: this call's run-time values
-    (``runtime_values``). ``keep``: the device copies of NumPy arguments, alive while it runs."""
+    dimension, the user arrays' shapes and byte strides, block-wise scales' strides), and
+    ``run``: this call's run-time values (``runtime_values``). ``keep``: the device copies of
+    NumPy arguments, alive while it runs."""
     spec: Epilogue
     key: tuple
     m: int

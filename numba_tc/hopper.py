@@ -310,9 +310,10 @@ def make_producer(walk_unit, produce, S, STAGE, BK):
 def make_mainloop(consume, S, STAGE, CL):
     """Mainloop (a consumer warpgroup): ``mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0,
     lane, k0, row, bn0, ep)``: ktiles K slices (from slice k0 of K, for a tile whose first column
-    is bn0 and this warp's first row ``row``; ``ep``: the epilogue's values) from the ring into the accumulators (``consume``: ``make_slice_mma``),
-    one wgmma group kept in flight: once slice t's group is issued, slice t-1's is done and its
-    stage is released in every CTA of the cluster. Returns the ring position after the tile."""
+    is bn0 and this warp's first row ``row``; ``ep``: the epilogue's values) from the ring into
+    the accumulators (``consume``: ``make_slice_mma``), one wgmma group kept in flight: once
+    slice t's group is issued, slice t-1's is done and its stage is released in every CTA of the
+    cluster. Returns the ring position after the tile."""
     advance = _advancer(S)
     release = _releaser(CL)
 
