@@ -18,6 +18,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from numba import cuda
 from numba_tc import fp8
 
 from conftest import SIM, run_in_simulator
@@ -227,34 +228,34 @@ def test_conversion_on_the_host_matches_ml_dtypes(name):
     check_decoding(np.array([fp8.fp8_to_f32(c, code) for c in range(256)], np.float32), name)
 
 
+def check_conversion_kernels():
+    """The conversions called from Numba kernels (run by the simulator test and the GPU one):
+    every input ``conversion_inputs`` makes encoded as ml_dtypes does, every code decoded.
+    (``cuda`` is the module's global: the simulator swaps a kernel's globals, not closures.)"""
+    @cuda.jit
+    def convert(v, out, fmt):
+        for i in range(cuda.grid(1), v.size, cuda.gridsize(1)):
+            out[i] = fp8.f32_to_fp8(v[i], fmt)
+
+    @cuda.jit
+    def decode(out, fmt):
+        for i in range(cuda.grid(1), 256, cuda.gridsize(1)):
+            out[i] = fp8.fp8_to_f32(np.uint8(i), fmt)
+
+    for name in NAMES:
+        v = conversion_inputs(name)
+        got = cuda.to_device(np.zeros(v.size, np.uint8))
+        convert[64, 128](cuda.to_device(v), got, fp8.fp8_code(name))
+        assert_bits_equal(got.copy_to_host(), expected_bits(v, name), v, name)
+        dec = cuda.to_device(np.zeros(256, np.float32))
+        decode[1, 128](dec, fp8.fp8_code(name))
+        check_decoding(dec.copy_to_host(), name)
+        print("ok", name, v.size)
+
+
 @pytest.mark.sim
 def test_conversion_in_a_simulator_kernel():
-    out = sim("""
-import numpy as np
-from numba import cuda
-from numba_tc import fp8
-
-@cuda.jit
-def convert(v, out, fmt):
-    for i in range(cuda.grid(1), v.size, cuda.gridsize(1)):
-        out[i] = fp8.f32_to_fp8(v[i], fmt)
-
-@cuda.jit
-def decode(out, fmt):
-    for i in range(cuda.grid(1), 256, cuda.gridsize(1)):
-        out[i] = fp8.fp8_to_f32(np.uint8(i), fmt)
-
-for name in T.NAMES:
-    v = T.conversion_inputs(name)
-    got = np.zeros(v.size, np.uint8)
-    convert[2, 32](v, got, fp8.fp8_code(name))
-    T.assert_bits_equal(got, T.expected_bits(v, name), v, name)
-    dec = np.zeros(256, np.float32)
-    decode[1, 32](dec, fp8.fp8_code(name))
-    T.check_decoding(dec, name)
-    print("ok", name, v.size)
-""")
-    assert out.count("ok") == 2
+    assert sim("T.check_conversion_kernels()\n").count("ok") == 2
 
 
 def test_fp8_names():
@@ -429,27 +430,7 @@ def _torch():
 
 @pytest.mark.gpu
 def test_conversion_in_a_gpu_kernel():
-    from numba import cuda
-
-    @cuda.jit
-    def convert(v, out, fmt):
-        for i in range(cuda.grid(1), v.size, cuda.gridsize(1)):
-            out[i] = fp8.f32_to_fp8(v[i], fmt)
-
-    @cuda.jit
-    def decode(out, fmt):
-        i = cuda.grid(1)
-        if i < 256:
-            out[i] = fp8.fp8_to_f32(np.uint8(i), fmt)
-
-    for name in NAMES:
-        v = conversion_inputs(name)
-        got = cuda.device_array(v.size, np.uint8)
-        convert[256, 256](cuda.to_device(v), got, fp8.fp8_code(name))
-        assert_bits_equal(got.copy_to_host(), expected_bits(v, name), v, name)
-        dec = cuda.device_array(256, np.float32)
-        decode[1, 256](dec, fp8.fp8_code(name))
-        check_decoding(dec.copy_to_host(), name)
+    check_conversion_kernels()
 
 
 @pytest.mark.gpu
