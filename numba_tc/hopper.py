@@ -338,7 +338,7 @@ def make_mainloop(consume, S, STAGE, CL):
 def _block_scaler(BN, SLOT, NACC):
     """Block-wise scales (``Epilogue.scales == "block"``): ``load(kb, row, bn0, lane, ep)`` reads
     this thread's scales of K block kb, (scale_a of its two rows) x (scale_b of the one or two
-    128-column blocks its tile's columns fall in), as four products; ``add(i, pacc, s, off)``
+    128-column blocks its tile's columns fall in), as four products; ``add(i, pacc, s, off, lane)``
     adds slice accumulator i to fp32 accumulator i times its scale (``off``: the tile's first
     column within its scale block). ``SLOT``: ``spec.slots()``'s index of M, then of scale_a
     (row and K strides follow, then scale_b and its K and column strides)."""
