@@ -182,16 +182,24 @@ def decode_profile(args, model, out):
         _say(out, f"decode batch {batch:2d}: torch {t:.2f} ms a token, numba_tc {o:.2f} (ratio {t / o:.3f}), "
                   f"numba_tc's layers around torch's products {g:.2f}; rounds "
                   + ", ".join(f"{w} {[round(v, 2) for v in best[w]]}" for w in best))
-        if batch == 1:
-            ntt.patch(model)
-            pr = cProfile.Profile()
-            pr.enable()
-            tg.decode(model, prompt, 64, dev)
-            pr.disable()
+        from torch.profiler import ProfilerActivity, profile
+        for who in ("torch", "ours"):                    # GPU time a token, by kernel
+            if who == "ours":
+                ntt.patch(model)
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                tg.decode(model, prompt, 8, dev)
             ntt.unpatch(model)
-            s = io.StringIO()
-            pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(25)
-            _say(out, f"--- cProfile, numba_tc decode batch {batch} (64 tokens), by own time ---", s.getvalue())
+            _say(out, f"--- decode batch {batch} {who}: GPU time by kernel, 8 tokens ---",
+                 prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=12, max_name_column_width=70))
+        ntt.patch(model)
+        pr = cProfile.Profile()
+        pr.enable()
+        tg.decode(model, prompt, 64, dev)
+        pr.disable()
+        ntt.unpatch(model)
+        s = io.StringIO()
+        pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(25)
+        _say(out, f"--- cProfile, numba_tc decode batch {batch} (64 tokens), by own time ---", s.getvalue())
 
 
 def _per_call(f, n=2000):
@@ -226,6 +234,15 @@ def call_costs(out):
                             ("api.gemm bf16 plain", lambda: api.gemm(xb, wb.mT))):
                 h, g = _per_call(f)
                 _say(out, f"inference rows {rows:2d} {name:24s}: host {h:6.1f} us a call, with the GPU {g:6.1f}")
+            _profile(out, f"ntt.linear inference rows {rows}", lambda: ntt.linear(x, w, bias, cache=cache))
+            from transformers.pytorch_utils import Conv1D
+            conv = Conv1D(2304, 768).cuda()
+            for name in ("Conv1D module", "Conv1D module patched"):
+                if name.endswith("patched"):
+                    ntt.patch(conv)
+                h, g = _per_call(lambda: conv(x[None]))
+                _say(out, f"inference rows {rows:2d} {name:24s}: host {h:6.1f} us a call, with the GPU {g:6.1f}")
+            ntt.unpatch(conv)
     x = torch.randn(64, 768, device="cuda", requires_grad=True)
     g = torch.randn(64, 2304, device="cuda", dtype=torch.bfloat16)
     for name, f in (("F.linear", lambda: F.linear(x, w, bias)), ("ntt.linear", lambda: ntt.linear(x, w, bias)),
@@ -237,6 +254,24 @@ def call_costs(out):
             hb, gb = _per_call(lambda: torch.autograd.grad(f(), (x, w, bias), g), 500)
         _say(out, f"train rows 64, autocast, {name:22s}: host {hf:6.1f} us forward, {hb:6.1f} forward+backward "
                   f"(with the GPU {gb:6.1f})")
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        _profile(out, "ntt.linear train rows 64 forward+backward",
+                 lambda: torch.autograd.grad(ntt.linear(x, w, bias), (x, w, bias), g))
+
+
+def _profile(out, what, f, n=500):
+    """cProfile of n calls of f: where one call's host time goes, by own time."""
+    for _ in range(20):
+        f()
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(n):
+        f()
+    pr.disable()
+    torch.cuda.synchronize()
+    s = io.StringIO()
+    pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(18)
+    _say(out, f"--- cProfile, {what} ({n} calls), by own time ---", s.getvalue())
 
 
 def main():
