@@ -8,9 +8,10 @@
 2. the products a numba_tc step runs (recorded at ``api._gemm_gpu``: shapes, layouts, bias),
    each timed alone against torch's product of the same views (``torch.addmm`` / ``matmul``),
    interleaved, CUDA events.
-3. decode: ms a token at batch 1 and 16 with torch, with numba_tc, and with numba_tc's layers
-   around torch's products ("glue": what the Python around the product costs), interleaved; a
-   cProfile of numba_tc's decode (the Python functions that cost the most).
+3. decode: ms a token at batch 1 and 16 with torch, with numba_tc, with numba_tc's layers on their
+   general path (no inference path: ``ntt._inference`` off) and with those layers around torch's
+   products ("glue": what the Python around the product costs), interleaved; GPU time by kernel;
+   a cProfile of numba_tc's decode (the Python functions that cost the most).
 4. calls: one linear layer's host cost per call, inference and training, numba_tc's paths against
    torch's.
 """
@@ -153,6 +154,20 @@ def product_census(model, x, out):
 
 
 _GEMM = api.gemm
+_INFERENCE = ntt._inference
+
+
+def _no_inference(*args):
+    return None
+
+
+def _general(x, w, bias, cache):
+    """``ntt.linear`` on its general path (the inference path off), its cast cache on."""
+    ntt._inference = _no_inference
+    try:
+        return ntt.linear(x, w, bias, cache=cache)
+    finally:
+        ntt._inference = _INFERENCE
 
 
 def _torch_product(a, b, variant="auto", *, bias=None, **kw):
@@ -167,21 +182,24 @@ def decode_profile(args, model, out):
     for batch in (1, 16):
         prompt = torch.from_numpy(tg.make_batch(chain, batch, 32, 11)).to(dev)
         best = {}
-        for who in ("torch", "ours", "glue") * 4:        # the first round of each warms up
+        for who in ("torch", "ours", "general", "glue") * 5:   # the first round of each warms up
             if who != "torch":
                 ntt.patch(model)
             if who == "glue":                            # numba_tc's layer around torch's product
                 api.gemm = _torch_product
+            if who in ("glue", "general"):               # the layer's general path (no inference path)
+                ntt._inference = _no_inference
             try:
                 _, sec = tg.decode(model, prompt, 64, dev)
             finally:
                 api.gemm = _GEMM
+                ntt._inference = _INFERENCE
                 ntt.unpatch(model)
             best.setdefault(who, []).append(sec / 64 * 1e3)
-        t, o, g = (min(best[w][1:]) for w in ("torch", "ours", "glue"))
+        t, o, n, g = (min(best[w][1:]) for w in ("torch", "ours", "general", "glue"))
         _say(out, f"decode batch {batch:2d}: torch {t:.2f} ms a token, numba_tc {o:.2f} (ratio {t / o:.3f}), "
-                  f"numba_tc's layers around torch's products {g:.2f}; rounds "
-                  + ", ".join(f"{w} {[round(v, 2) for v in best[w]]}" for w in best))
+                  f"numba_tc without its inference path {n:.2f} (ratio {t / n:.3f}), its layers around torch's "
+                  f"products {g:.2f}; rounds " + ", ".join(f"{w} {[round(v, 2) for v in best[w]]}" for w in best))
         from torch.profiler import ProfilerActivity, profile
         for who in ("torch", "ours"):                    # GPU time a token, by kernel
             if who == "ours":
@@ -228,6 +246,7 @@ def call_costs(out):
         with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
             for name, f in (("F.linear (autocast)", lambda: F.linear(x, w, bias)),
                             ("ntt.linear (autocast)", lambda: ntt.linear(x, w, bias, cache=cache)),
+                            ("ntt.linear general path", lambda: _general(x, w, bias, cache)),
                             ("torch.addmm bf16", lambda: torch.addmm(bb, xb, wb.mT)),
                             ("api.gemm bf16 bias=", lambda: api.gemm(xb, wb.mT, bias=bb)),
                             ("api.gemm bf16 + add_", lambda: api.gemm(xb, wb.mT).add_(bb)),

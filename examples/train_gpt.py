@@ -17,12 +17,14 @@ successors each, random probabilities) for its first half, and the first half ag
 half. The first half can be learned down to the chain's entropy, the second by copying (induction),
 so the loss has a floor well above zero and two runs' final losses compare meaningfully.
 
-Both runs start from the same seed (the same initial weights, the same batches). numba_tc's run
+Both runs start from the same seed (the same initial weights, the same batches), their steps
+interleaved (step t of each on the same batch, in alternating order). numba_tc's run
 patches the model (``numba_tc.torch.patched``): every Linear/Conv1D goes through
 ``torch.ops.numba_tc.gemm`` (bias fused, backward dA and dB with numba_tc). Step times are medians
 over the steps after the first ``--warmup`` (which include compiling numba_tc's kernels).
 Generation uses the torch-trained weights for both, with and without the patch: prompt 32 tokens,
-``--gen-tokens`` new ones, greedy, at batch 1 and 16.
+``--gen-tokens`` new ones, greedy, at batch 1 and 16: after a warm-up decode each, ``--gen-rounds``
+decodes each in alternation, the fastest of each side compared.
 """
 from __future__ import annotations
 
@@ -91,43 +93,60 @@ def _sync(device):
         torch.cuda.synchronize(device)
 
 
-def train(args, device, ours: bool):
-    """(losses per step, step seconds, eval loss, model)."""
-    model = build_model(args, device)
-    model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1,
-                            fused=device.type == "cuda")
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / args.lr_warmup))
+class _Run:
+    """One of the two training runs: its model (numba_tc's patched), optimizer, losses, step times."""
+
+    def __init__(self, args, device, ours: bool):
+        self.name, self.device, self.ours = "numba_tc" if ours else "torch", device, ours
+        self.model = build_model(args, device)
+        self.model.train()
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1,
+                                     fused=device.type == "cuda")
+        self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lambda s: min(1.0, (s + 1) / args.lr_warmup))
+        if ours:
+            ntt.patch(self.model)
+        self.losses, self.times = [], []
+
+    def step(self, x):
+        _sync(self.device)
+        t = time.perf_counter()
+        with torch.autocast(self.device.type, dtype=torch.bfloat16):
+            loss = self.model(input_ids=x, labels=x).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.opt.step()
+        self.sched.step()
+        self.opt.zero_grad(set_to_none=True)
+        _sync(self.device)
+        self.times.append(time.perf_counter() - t)
+        self.losses.append(float(loss.detach()))
+
+    def evaluate(self, args, chain) -> float:
+        self.model.eval()
+        ev = []
+        with torch.no_grad(), torch.autocast(self.device.type, dtype=torch.bfloat16):
+            for i in range(args.eval_batches):
+                x = torch.from_numpy(make_batch(chain, args.batch, args.seq, 10 ** 9 + i)).to(self.device)
+                ev.append(float(self.model(input_ids=x, labels=x).loss))
+        if self.ours:
+            ntt.unpatch(self.model)
+        return statistics.mean(ev)
+
+
+def train(args, device):
+    """Both runs, their steps interleaved (torch's and numba_tc's step t on the same batch, in
+    alternating order), so that both see the same host and GPU conditions. {"torch" | "ours":
+    (losses per step, step seconds, eval loss, model)}."""
     chain = make_chain(args.seed)
-    if ours:
-        ntt.patch(model)
-    losses, times = [], []
+    runs = {"torch": _Run(args, device, ours=False), "ours": _Run(args, device, ours=True)}
     for step in range(args.steps):
         x = torch.from_numpy(make_batch(chain, args.batch, args.seq, args.seed * 100003 + step)).to(device)
-        _sync(device)
-        t = time.perf_counter()
-        with torch.autocast(device.type, dtype=torch.bfloat16):
-            loss = model(input_ids=x, labels=x).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        opt.zero_grad(set_to_none=True)
-        _sync(device)
-        times.append(time.perf_counter() - t)
-        losses.append(float(loss.detach()))
+        for who in (("torch", "ours") if step % 2 == 0 else ("ours", "torch")):
+            runs[who].step(x)
         if step % max(1, args.steps // 10) == 0 or step == args.steps - 1:
-            print(f"  {'numba_tc' if ours else 'torch':<8} step {step:4d}  loss {losses[-1]:.4f}  "
-                  f"{times[-1] * 1e3:7.1f} ms", flush=True)
-    model.eval()
-    ev = []
-    with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16):
-        for i in range(args.eval_batches):
-            x = torch.from_numpy(make_batch(chain, args.batch, args.seq, 10 ** 9 + i)).to(device)
-            ev.append(float(model(input_ids=x, labels=x).loss))
-    if ours:
-        ntt.unpatch(model)
-    return losses, times, statistics.mean(ev), model
+            print(f"  step {step:4d}  loss " + ", ".join(
+                f"{r.name} {r.losses[-1]:.4f} ({r.times[-1] * 1e3:.1f} ms)" for r in runs.values()), flush=True)
+    return {who: (r.losses, r.times, r.evaluate(args, chain), r.model) for who, r in runs.items()}
 
 
 @torch.no_grad()
@@ -155,19 +174,21 @@ def generation(args, model, device):
     recs = []
     for batch in args.gen_batches:
         prompt = torch.from_numpy(make_batch(chain, batch, 32, 7 * 10 ** 8 + batch)).to(device)
-        rates, tokens = {}, {}
-        for who in ("torch", "ours", "torch", "ours"):     # warm both, then time in alternation
-            ctx = ntt.patched(model) if who == "ours" else _nullcontext()
-            with ctx:
-                best = None
-                for _ in range(args.gen_repeats):
+        tokens = {}
+        for who in ("torch", "ours"):                      # warm-up (numba_tc: plans, kernels)
+            with ntt.patched(model) if who == "ours" else _nullcontext():
+                decode(model, prompt, args.gen_tokens, device)
+        best = {}
+        for r in range(args.gen_rounds):                   # then in alternation, the fastest round each
+            for who in (("torch", "ours") if r % 2 == 0 else ("ours", "torch")):
+                with ntt.patched(model) if who == "ours" else _nullcontext():
                     toks, sec = decode(model, prompt, args.gen_tokens, device)
-                    best = sec if best is None else min(best, sec)
-            rates[who] = batch * args.gen_tokens / best
-            tokens[who] = toks
+                best[who] = min(best.get(who, sec), sec)
+                tokens[who] = toks
+        rates = {who: batch * args.gen_tokens / sec for who, sec in best.items()}
         agree = float((tokens["ours"] == tokens["torch"]).float().mean())
         rec = dict(kind="generate", model="gpt2-124M" if args.layers == 12 else f"gpt2-{args.layers}layer",
-                   batch=batch, prompt_tokens=32, new_tokens=args.gen_tokens,
+                   batch=batch, prompt_tokens=32, new_tokens=args.gen_tokens, rounds=args.gen_rounds,
                    ours_tokens_s=round(rates["ours"], 1), torch_tokens_s=round(rates["torch"], 1),
                    ratio=round(rates["ours"] / rates["torch"], 4), tokens_agree=round(agree, 4))
         print(f"  generate batch {batch:3d}: numba_tc {rec['ours_tokens_s']:9.1f} tok/s, torch "
@@ -217,7 +238,7 @@ def main(argv=None):
     ap.add_argument("--eval-batches", type=int, default=4)
     ap.add_argument("--gen-batches", type=int, nargs="*", default=[1, 16])
     ap.add_argument("--gen-tokens", type=int, default=128)
-    ap.add_argument("--gen-repeats", type=int, default=3)
+    ap.add_argument("--gen-rounds", type=int, default=8, help="decodes each, torch's and numba_tc's alternating")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--device", default="cuda", help="cuda, or cpu to check the script (numba_tc then idle)")
     ap.add_argument("--json", help="write the train and generate records here")
@@ -225,7 +246,7 @@ def main(argv=None):
     ap.add_argument("--command", help="the command recorded in the records (default: this one)")
     if "--short" in (sys.argv[1:] if argv is None else argv):      # (options given still win)
         ap.set_defaults(layers=2, seq=256, batch=4, steps=20, gen_tokens=16, warmup=5, eval_batches=1,
-                        gen_repeats=1)
+                        gen_rounds=2)
     args = ap.parse_args(argv)
     device = torch.device(args.device)
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -233,13 +254,10 @@ def main(argv=None):
     floor = chain_entropy(chain) / 2
     print(f"GPT-2 ({args.layers} layers, width 768, context {args.seq}), batch {args.batch}, "
           f"{args.steps} steps; task floor {floor:.3f} nats", flush=True)
-    results = {}
-    for who in ("torch", "ours"):
-        results[who] = train(args, device, ours=who == "ours")
-        if who == "ours":
-            results[who] = results[who][:3]        # (its model freed: generation uses torch's weights)
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
+    results = train(args, device)
+    results["ours"] = results["ours"][:3]          # (its model freed: generation uses torch's weights)
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
     lo, to, eo = results["ours"]
     lt, tt, et, model = results["torch"]
     ours_ms = statistics.median(to[args.warmup:]) * 1e3

@@ -570,10 +570,9 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
     return _gemm_gpu(a, b, variant, out, out_dtype, stream, allow_tf32, kind, epi_args)
 
 
-def _gemm_gpu(a, b, variant, out, out_dtype, stream, allow_tf32, kind, epi_args):
-    """A call on GPU arrays (``epi_args``: its epilogue's arguments, or None): the cached call for
-    these operands' facts (checked and planned on a miss), the result, the launches on the
-    caller's stream."""
+def _lookup(a, b, variant, out, out_dtype, allow_tf32, kind, epi_args) -> tuple:
+    """(the cached call for these operands' facts (checked and planned on a miss), this call's
+    epilogue values (``runtime_values``), the addresses of a, b and out)."""
     fa, pa = operand_facts(a, kind)
     fb, pb = operand_facts(b, array_kind(b)) if array_kind(b) == kind else (None, 0)
     fo, po = (None, 0) if out is None or array_kind(out) != kind else operand_facts(out, kind)
@@ -592,6 +591,13 @@ def _gemm_gpu(a, b, variant, out, out_dtype, stream, allow_tf32, kind, epi_args)
             new.epi = None if epi is None else epi.fixed()
             return new
         call = _cache_miss(_CALLS, key, epi, make)
+    return call, run, pa, pb, po
+
+
+def _gemm_gpu(a, b, variant, out, out_dtype, stream, allow_tf32, kind, epi_args):
+    """A call on GPU arrays (``epi_args``: its epilogue's arguments, or None): the cached call,
+    the result, the launches on the caller's stream."""
+    call, run, pa, pb, po = _lookup(a, b, variant, out, out_dtype, allow_tf32, kind, epi_args)
     if out is not None and call.spans is not None:
         sa, sb, so = call.spans
         if _overlap(po, so, pa, sa) or _overlap(po, so, pb, sb):
@@ -610,6 +616,49 @@ def _gemm_gpu(a, b, variant, out, out_dtype, stream, allow_tf32, kind, epi_args)
             return out
         call.plan.run(_values(pa, pb, po, call.epi, run, call.plan), st)
     return out
+
+
+class Prepared:
+    """One product planned for a fixed ``b`` and epilogue and for ``a``'s facts (``prepare``):
+    ``run(a)`` is the call for a new ``a`` with those facts, the launches and nothing else (no
+    checks, no cache lookup). For a caller that keys its own cache by them (``numba_tc.torch``'s
+    inference path: a layer's weight and bias stay, each step's input is new)."""
+    __slots__ = ("call", "kind", "pb", "tail", "dev")
+
+    def __init__(self, call: _Call, kind: str, pb: int, tail: tuple):
+        self.call, self.kind, self.pb, self.tail, self.dev = call, kind, pb, tail, call.device
+
+    def run(self, a):
+        """The result for ``a`` (the facts it was prepared with), enqueued on the caller's
+        current stream of the arrays' kind."""
+        call, kind = self.call, self.kind
+        with driver.on_device(self.dev):
+            st = runtime.current_stream(kind, self.dev)
+            out = arrays.new_like(kind, a, call.m, call.n, call.out_dtype, handle=st, device=self.dev)
+            call.plan.run((arrays.address(a, kind), self.pb, arrays.address(out, kind)) + self.tail, st)
+        return out
+
+
+def prepare(a, b, variant: Union[str, Variant] = "auto", *, out_dtype=None, allow_tf32: bool = False, c=None,
+            alpha=1.0, beta=0.0, bias=None, activation=None, epilogue=None, epilogue_args=()) -> Optional[Prepared]:
+    """``gemm``'s call for ``a`` and ``b`` (GPU arrays, no gradient), checked and planned once,
+    as a ``Prepared`` whose ``run(a2)`` computes it for another ``a2`` with ``a``'s shape,
+    strides, dtype, address alignment (mod 32) and device, while ``b`` and the epilogue's arrays
+    stay the same arrays (kept alive by the caller). None where ``gemm``'s general path must
+    run: NumPy or batched operands, the simulator, an empty problem, fp8 scales, a torch
+    product that needs a gradient."""
+    kind = array_kind(a)
+    if kind == "numpy" or SIMULATOR or batch.is_batched(a, b) or (kind == "torch" and needs_torch_operator(a, b, c, bias)):
+        return None
+    epi_args = None
+    if not is_plain(c, alpha, beta, bias, activation, epilogue):
+        epi_args = (c, alpha, beta, bias, activation, epilogue, epilogue_args, None)
+    elif epilogue_args:
+        raise ValueError("epilogue_args were given without an epilogue function")
+    call, run, _, pb, _ = _lookup(a, b, variant, None, out_dtype, allow_tf32, kind, epi_args)
+    if call.plan is None:
+        return None
+    return Prepared(call, kind, pb, _values(0, 0, 0, call.epi, run, call.plan)[3:])
 
 
 def _gemm_batched(a, b, variant, out, out_dtype, stream, allow_tf32, epi: dict):

@@ -270,6 +270,10 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, weight_i
     ``weight_in_out`` the weight is (in, out) (HF's Conv1D) and it is ``x @ weight + bias``. Under
     autocast x, weight and bias are cast to the autocast dtype first, as ``F.linear`` is. ``cache``:
     a dict where inference-time weight casts are kept (``Linear`` and ``patch`` pass one)."""
+    if cache is not None and not torch.is_grad_enabled() and not torch.compiler.is_compiling():
+        y = _inference(x, weight, bias, weight_in_out, variant, cache)
+        if y is not None:
+            return y
     if torch.is_autocast_enabled("cuda"):
         dt = torch.get_autocast_dtype("cuda")
         x = x.to(dt)
@@ -284,6 +288,41 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, weight_i
         y = _apply(x2, w, None, bias, 1.0, 0.0, None, None, _variant_name(variant), allow_tf32)
     else:
         y = api.gemm(x2, w, variant, allow_tf32=allow_tf32, bias=bias)
+    return y if x.dim() == 2 else y.view(*x.shape[:-1], y.shape[-1])
+
+
+_INFERENCE_ENTRIES = 32       # per layer: the inputs' facts seen (a prompt, then each decode step)
+
+
+def _inference(x: Tensor, weight: Tensor, bias, weight_in_out: bool, variant, cache: dict):
+    """``linear`` without autograd (grad mode off), at the cost of a lookup and the launches: per
+    layer (``cache``), the call is prepared once for each kind of input (its shape, strides,
+    dtype, alignment, device, the autocast dtype and tf32 setting) with the weight and bias cast
+    for it (``api.prepare``), and kept while the parameters are the same tensors (held, so that
+    no new one takes their address), unchanged in place (their versions). None where the general path must run (``api.prepare``'s cases)."""
+    if not isinstance(variant, str):
+        return None
+    dt = torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else None
+    x2 = x if dt is None else x.to(dt)
+    if x2.dim() != 2:
+        x2 = x2.reshape(-1, x2.shape[-1])
+    tf32 = x2.dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32
+    key = ("inference", x2.shape, x2.stride(), x2.dtype, x2.data_ptr() & 31, x2.get_device(), tf32, variant)
+    hit = cache.get(key)
+    stamp = (weight._version, None if bias is None else bias._version)
+    if hit is None or hit[0] != stamp or hit[2] is not weight or hit[3] is not bias:
+        w = weight if dt is None or weight.dtype == dt else weight.detach().to(dt)
+        b = bias if bias is None or dt is None or bias.dtype == dt else bias.detach().to(dt)
+        x3 = _gemmable(x2)
+        if x3 is not x2:
+            return None
+        prep = api.prepare(x2, w if weight_in_out else w.mT, variant, allow_tf32=tf32, bias=b)
+        if prep is None:
+            return None
+        if len(cache) >= _INFERENCE_ENTRIES:
+            cache.clear()
+        hit = cache[key] = (stamp, prep, weight, bias, w, b)    # (the casts kept alive with the call)
+    y = hit[1].run(x2)
     return y if x.dim() == 2 else y.view(*x.shape[:-1], y.shape[-1])
 
 

@@ -178,6 +178,58 @@ def test_linear_and_patch_against_torch():
     assert _rel(got, want) < 2e-2
 
 
+def test_linear_inference_path_follows_its_inputs_and_parameters():
+    """Grad mode off: the layer's prepared call (``_inference``) against the general path and
+    float64, across input shapes, dtypes, autocast, strided views, parameters changed in place
+    and replaced, and a CUDA graph."""
+    ntt = _ntt()
+    torch.manual_seed(1)
+    lin = ntt.Linear(96, 72).cuda()
+    x = torch.randn(5, 7, 96, device="cuda")
+
+    def ref(inp):
+        return (inp.double() @ lin.weight.double().T + lin.bias.double())
+
+    def check(inp, autocast):
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+            with torch.no_grad():
+                got = lin(inp)
+            want = lin(inp).detach()                 # the general path (grad mode on)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        assert torch.equal(got, want)
+        assert _rel(got, ref(inp)) < (1e-2 if autocast else 1e-5)
+
+    for inp in (x, x[:, :3], torch.randn(1, 96, device="cuda"), x.transpose(0, 1),
+                torch.randn(20, 200, device="cuda")[:, 3:99]):
+        for autocast in (True, False, True):         # (the second autocast call hits the cache)
+            check(inp, autocast)
+    assert any(k[0] == "inference" for k in lin._ntc_cache)
+    with torch.no_grad():
+        lin.weight.mul_(-2.0)                        # in place: a new version, a new cast
+    check(x, True)
+    lin.weight = torch.nn.Parameter(torch.randn(72, 96, device="cuda"))   # replaced
+    lin.bias = None
+    check(x, True)
+    check(x, False)
+    # a CUDA graph of an inference forward, replayed on new inputs
+    xs = torch.randn(16, 96, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.cuda.stream(s):
+            for _ in range(2):
+                lin(xs)
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            y = lin(xs)
+    for _ in range(2):
+        xs.copy_(torch.randn_like(xs))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert _rel(y, ref(xs)) < 1e-2
+
+
 def test_gpt_example_short(tmp_path):
     out = tmp_path / "torch_short.json"
     p = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "train_gpt.py"), "--short", "--json", str(out),
