@@ -190,7 +190,7 @@ def decode_profile(args, model, out):
             if who in ("glue", "general"):               # the layer's general path (no inference path)
                 ntt._inference = _no_inference
             try:
-                _, sec = tg.decode(model, prompt, 64, dev)
+                _, sec, _ = tg.decode(model, prompt, 64, dev)
             finally:
                 api.gemm = _GEMM
                 ntt._inference = _INFERENCE

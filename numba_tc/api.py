@@ -620,31 +620,29 @@ def _gemm_gpu(a, b, variant, out, out_dtype, stream, allow_tf32, kind, epi_args)
 
 class Prepared:
     """One product planned for a fixed ``b`` and epilogue and for ``a``'s facts (``prepare``):
-    ``run(a)`` is the call for a new ``a`` with those facts, the launches and nothing else (no
-    checks, no cache lookup). For a caller that keys its own cache by them (``numba_tc.torch``'s
-    inference path: a layer's weight and bias stay, each step's input is new)."""
-    __slots__ = ("call", "kind", "pb", "tail", "dev")
+    ``enqueue(pa, po)`` computes it from another ``a`` with those facts at address ``pa`` into a
+    new C-contiguous (m, n) result of ``out_dtype`` at ``po``: the launches and nothing else (no
+    checks, no cache lookup). For a caller that keys its own cache by those facts and allocates
+    the result (``numba_tc.torch``'s inference path: a layer's weight and bias stay, each step's
+    input is new)."""
+    __slots__ = ("call", "kind", "pb", "tail", "dev", "m", "n", "out_dtype")
 
     def __init__(self, call: _Call, kind: str, pb: int, tail: tuple):
         self.call, self.kind, self.pb, self.tail, self.dev = call, kind, pb, tail, call.device
+        self.m, self.n, self.out_dtype = call.m, call.n, call.out_dtype
 
-    def run(self, a):
-        """The result for ``a`` (the facts it was prepared with), enqueued on the caller's
-        current stream of the arrays' kind."""
-        call, kind = self.call, self.kind
+    def enqueue(self, pa: int, po: int) -> None:
+        """The launches, on the caller's current stream of the arrays' kind."""
         with driver.on_device(self.dev):
-            st = runtime.current_stream(kind, self.dev)
-            out = arrays.new_like(kind, a, call.m, call.n, call.out_dtype, handle=st, device=self.dev)
-            call.plan.run((arrays.address(a, kind), self.pb, arrays.address(out, kind)) + self.tail, st)
-        return out
+            self.call.plan.run((pa, self.pb, po) + self.tail, runtime.current_stream(self.kind, self.dev))
 
 
 def prepare(a, b, variant: Union[str, Variant] = "auto", *, out_dtype=None, allow_tf32: bool = False, c=None,
             alpha=1.0, beta=0.0, bias=None, activation=None, epilogue=None, epilogue_args=()) -> Optional[Prepared]:
     """``gemm``'s call for ``a`` and ``b`` (GPU arrays, no gradient), checked and planned once,
-    as a ``Prepared`` whose ``run(a2)`` computes it for another ``a2`` with ``a``'s shape,
-    strides, dtype, address alignment (mod 32) and device, while ``b`` and the epilogue's arrays
-    stay the same arrays (kept alive by the caller). None where ``gemm``'s general path must
+    as a ``Prepared`` that computes it for another ``a`` with the same shape, strides, dtype,
+    address alignment (mod 32) and device, while ``b`` and the epilogue's arrays stay the same
+    arrays (kept alive by the caller). None where ``gemm``'s general path must
     run: NumPy or batched operands, the simulator, an empty problem, fp8 scales, a torch
     product that needs a gradient."""
     kind = array_kind(a)

@@ -292,6 +292,7 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, weight_i
 
 
 _INFERENCE_ENTRIES = 32       # per layer: the inputs' facts seen (a prompt, then each decode step)
+_CASTS = {torch.bfloat16: Tensor.bfloat16, torch.float16: Tensor.half}   # (cheaper to call than .to)
 
 
 def _inference(x: Tensor, weight: Tensor, bias, weight_in_out: bool, variant, cache: dict):
@@ -299,31 +300,51 @@ def _inference(x: Tensor, weight: Tensor, bias, weight_in_out: bool, variant, ca
     layer (``cache``), the call is prepared once for each kind of input (its shape, strides,
     dtype, alignment, device, the autocast dtype and tf32 setting) with the weight and bias cast
     for it (``api.prepare``), and kept while the parameters are the same tensors (held, so that
-    no new one takes their address), unchanged in place (their versions). None where the general path must run (``api.prepare``'s cases)."""
+    no new one takes their address) with the same data, unchanged in place (their versions).
+    An input of more than two dimensions is taken as the matrix of its rows when it is
+    contiguous (no reshape), and the result is made in its shape. None where the general path
+    must run (``api.prepare``'s cases, other strides)."""
     if not isinstance(variant, str):
         return None
-    dt = torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else None
-    x2 = x if dt is None else x.to(dt)
-    if x2.dim() != 2:
-        x2 = x2.reshape(-1, x2.shape[-1])
-    tf32 = x2.dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32
-    key = ("inference", x2.shape, x2.stride(), x2.dtype, x2.data_ptr() & 31, x2.get_device(), tf32, variant)
+    if torch.is_autocast_enabled("cuda"):
+        dt = torch.get_autocast_dtype("cuda")
+        if x.dtype != dt:
+            cast = _CASTS.get(dt)
+            x = cast(x) if cast is not None else x.to(dt)
+    else:
+        dt = None
+    key = ("inference", x.shape, x.stride(), x.dtype, x.data_ptr() & 31, x.get_device(), variant,
+           x.dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32)
     hit = cache.get(key)
-    stamp = (weight._version, None if bias is None else bias._version)
-    if hit is None or hit[0] != stamp or hit[2] is not weight or hit[3] is not bias:
-        w = weight if dt is None or weight.dtype == dt else weight.detach().to(dt)
-        b = bias if bias is None or dt is None or bias.dtype == dt else bias.detach().to(dt)
-        x3 = _gemmable(x2)
-        if x3 is not x2:
-            return None
-        prep = api.prepare(x2, w if weight_in_out else w.mT, variant, allow_tf32=tf32, bias=b)
-        if prep is None:
+    stamp = (weight._version, weight.data_ptr(), None if bias is None else (bias._version, bias.data_ptr()))
+    if hit is None or hit[0] != stamp or hit[1] is not weight or hit[2] is not bias:
+        hit = _prepare_layer(x, weight, bias, weight_in_out, variant, dt, key[-1])
+        if hit is None:
             return None
         if len(cache) >= _INFERENCE_ENTRIES:
             cache.clear()
-        hit = cache[key] = (stamp, prep, weight, bias, w, b)    # (the casts kept alive with the call)
-    y = hit[1].run(x2)
-    return y if x.dim() == 2 else y.view(*x.shape[:-1], y.shape[-1])
+        cache[key] = hit = (stamp,) + hit
+    y = x.new_empty(hit[3], dtype=hit[4])
+    hit[5].enqueue(x.data_ptr(), y.data_ptr())
+    return y
+
+
+def _prepare_layer(x, weight, bias, weight_in_out, variant, dt, tf32):
+    """(weight, bias, the result's shape and dtype, ``api.Prepared``, the casts it reads) for
+    ``_inference``, or None."""
+    x2 = x
+    if x.dim() != 2:
+        if x.dim() < 2 or not x.is_contiguous():
+            return None
+        x2 = x.view(-1, x.shape[-1])
+    if _gemmable(x2) is not x2:
+        return None
+    w = weight if dt is None or weight.dtype == dt else weight.detach().to(dt)
+    b = bias if bias is None or dt is None or bias.dtype == dt else bias.detach().to(dt)
+    prep = api.prepare(x2, w if weight_in_out else w.mT, variant, allow_tf32=tf32, bias=b)
+    if prep is None:
+        return None
+    return weight, bias, (*x.shape[:-1], prep.n), _DTYPES[prep.out_dtype], prep, w, b
 
 
 def _runs(x: Tensor, weight: Tensor) -> bool:
