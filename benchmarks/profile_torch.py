@@ -13,7 +13,8 @@
    products ("glue": what the Python around the product costs), interleaved; GPU time by kernel;
    a cProfile of numba_tc's decode (the Python functions that cost the most).
 4. calls: one linear layer's host cost per call, inference and training, numba_tc's paths against
-   torch's.
+   torch's; pieces: an inference call's host cost piece by piece (the cast, the allocation, the
+   launch, ...), beside torch's own layer.
 """
 from __future__ import annotations
 
@@ -293,6 +294,56 @@ def _profile(out, what, f, n=500):
     _say(out, f"--- cProfile, {what} ({n} calls), by own time ---", s.getvalue())
 
 
+def pieces(out):
+    """What one inference call of a GPT-2 linear layer costs on the host, piece by piece (grad
+    mode off, bf16 autocast, an fp32 input of decode's size), against torch's own layer: each
+    piece timed alone, the pieces in alternation, the fastest of 5 rounds."""
+    from transformers.pytorch_utils import Conv1D
+    from numba_tc import driver, runtime, workspace
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+        for rows, nin, nout in ((1, 768, 2304), (1, 3072, 768), (16, 768, 3072)):
+            conv, convp = Conv1D(nout, nin).cuda(), Conv1D(nout, nin).cuda()
+            ntt.patch(convp)
+            x = torch.randn(1, rows, nin, device="cuda")
+            convp(x)
+            hit = next(v for k, v in convp._ntc_cache.items() if k[0] == "inference")
+            prep, w, b = hit[5], hit[6], hit[7]
+            x2 = x.bfloat16().view(rows, nin)
+            plan = prep.call.plan
+            st = runtime.current_stream("torch", 0)
+            y = x2.new_empty((rows, nout), dtype=torch.bfloat16)
+            vals = (x2.data_ptr(), prep.pb, y.data_ptr()) + prep.tail
+            step = plan.steps[0]
+            p = step.params()
+            p.pack(step.args(*(((workspace.get(0, st, plan.workspace),) if step.workspace else ()) + vals)))
+
+            def on_device():
+                with driver.on_device(0):
+                    pass
+            tests = {
+                "torch's Conv1D layer": lambda: conv(x),
+                "patched Conv1D layer": lambda: convp(x),
+                "ntt._inference": lambda: ntt._inference(x, convp.weight, convp.bias, True, "auto", convp._ntc_cache),
+                "Prepared.enqueue": lambda: prep.enqueue(x2.data_ptr(), y.data_ptr()),
+                "Plan.run, the same values": lambda: plan.run(vals, st),
+                "driver.launch (cuda.bindings)": lambda: driver.launch(step.fn, *step._dims, step.smem, st, p.addr,
+                                                                      step.cluster),
+                "driver.on_device": on_device,
+                "x.to(bfloat16)": lambda: x.to(torch.bfloat16),
+                "x.bfloat16()": lambda: x.bfloat16(),
+                "new_empty": lambda: x2.new_empty((1, rows, nout), dtype=torch.bfloat16),
+                "workspace.get": lambda: workspace.get(0, st, 1 << 20),
+                "torch.addmm bf16": lambda: torch.addmm(b, x2, w),
+            }
+            best = {}
+            for _ in range(5):
+                for name, f in tests.items():
+                    best[name] = min(best.get(name, 1e9), _per_call(f)[0])
+            _say(out, f"--- pieces, rows {rows}, {nin} -> {nout}: {plan.describe()} ---",
+                 *(f"  {name:32s} {v:7.2f} us" for name, v in best.items()))
+            ntt.unpatch(convp)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--layers", type=int, default=12)
@@ -301,12 +352,14 @@ def main():
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--out", default=".")
-    ap.add_argument("--parts", nargs="*", default=["calls", "train", "census", "decode"])
+    ap.add_argument("--parts", nargs="*", default=["calls", "pieces", "train", "census", "decode"])
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "profile_torch.log"), "w") as out:
         if "calls" in args.parts:
             call_costs(out)
+        if "pieces" in args.parts:
+            pieces(out)
         model = x = None
         if "train" in args.parts or "census" in args.parts:
             model, x = train_profile(args, out) if "train" in args.parts else (None, None)
