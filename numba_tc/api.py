@@ -625,11 +625,11 @@ class Prepared:
     checks, no cache lookup). For a caller that keys its own cache by those facts and allocates
     the result (``numba_tc.torch``'s inference path: a layer's weight and bias stay, each step's
     input is new)."""
-    __slots__ = ("call", "kind", "pb", "tail", "dev", "m", "n", "out_dtype")
+    __slots__ = ("call", "kind", "pb", "tail", "dev", "n", "out_dtype")
 
     def __init__(self, call: _Call, kind: str, pb: int, tail: tuple):
         self.call, self.kind, self.pb, self.tail, self.dev = call, kind, pb, tail, call.device
-        self.m, self.n, self.out_dtype = call.m, call.n, call.out_dtype
+        self.n, self.out_dtype = call.n, call.out_dtype
 
     def enqueue(self, pa: int, po: int) -> None:
         """The launches, on the caller's current stream of the arrays' kind."""

@@ -269,7 +269,8 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, weight_i
     """``x @ weight.T + bias`` (``F.linear``) with numba_tc, for x of shape (..., in); with
     ``weight_in_out`` the weight is (in, out) (HF's Conv1D) and it is ``x @ weight + bias``. Under
     autocast x, weight and bias are cast to the autocast dtype first, as ``F.linear`` is. ``cache``:
-    a dict where inference-time weight casts are kept (``Linear`` and ``patch`` pass one)."""
+    a dict where the layer's inference-time calls and weight casts are kept (``Linear`` and
+    ``patch`` pass one); with it and grad mode off, the call takes ``_inference``'s path."""
     if cache is not None and not torch.is_grad_enabled() and not torch.compiler.is_compiling():
         y = _inference(x, weight, bias, weight_in_out, variant, cache)
         if y is not None:
