@@ -643,10 +643,12 @@ def prepare(a, b, variant: Union[str, Variant] = "auto", *, out_dtype=None, allo
     as a ``Prepared`` that computes it for another ``a`` with the same shape, strides, dtype,
     address alignment (mod 32) and device, while ``b`` and the epilogue's arrays stay the same
     arrays (kept alive by the caller). None where ``gemm``'s general path must
-    run: NumPy or batched operands, the simulator, an empty problem, fp8 scales, a torch
-    product that needs a gradient."""
+    run: NumPy or batched operands, the simulator, an empty problem, fp8 scales, torch tensors
+    that are not CUDA tensors or whose product needs a gradient."""
     kind = array_kind(a)
-    if kind == "numpy" or SIMULATOR or batch.is_batched(a, b) or (kind == "torch" and needs_torch_operator(a, b, c, bias)):
+    if kind == "numpy" or SIMULATOR or batch.is_batched(a, b):
+        return None
+    if kind == "torch" and (not (a.is_cuda and b.is_cuda) or needs_torch_operator(a, b, c, bias)):
         return None
     epi_args = None
     if not is_plain(c, alpha, beta, bias, activation, epilogue):

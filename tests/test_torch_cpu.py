@@ -301,3 +301,58 @@ def test_compile_before_any_eager_call_in_a_fresh_process():
             "print('ok')\n")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=600)
     assert p.returncode == 0 and "ok" in p.stdout, p.stderr[-3000:]
+
+
+class _FakePrepared:
+    """``api.Prepared``'s interface, recording launches (a CPU stand-in: no product)."""
+
+    def __init__(self, a, b, calls):
+        self.n, self.out_dtype, self.calls = b.shape[1], "float32", calls
+        calls.append(("prepare", tuple(a.shape), tuple(b.shape)))
+
+    def enqueue(self, pa, po):
+        self.calls.append(("enqueue", pa, po))
+
+
+def test_inference_path_prepares_once_per_input_kind_and_parameter_state(monkeypatch):
+    """``_inference``'s cache: one ``api.prepare`` per kind of input while the parameters are
+    unchanged; again after an in-place change or a replacement; N-D inputs as their rows with
+    the result in their shape; inputs it cannot take (non-contiguous N-D) left to the general
+    path."""
+    calls = []
+    monkeypatch.setattr(ntt.api, "prepare", lambda a, b, *args, **kw: _FakePrepared(a, b, calls))
+    lin = nn.Linear(16, 8)
+    cache = {}
+
+    def run(x, weight=None):
+        return ntt._inference(x, lin.weight if weight is None else weight, lin.bias, False, "auto", cache)
+
+    def prepares():
+        return sum(c[0] == "prepare" for c in calls)
+
+    with torch.no_grad():
+        x = torch.randn(2, 5, 16)
+        y = run(x)
+        assert y.shape == (2, 5, 8) and calls == [("prepare", (10, 16), (16, 8)), ("enqueue", x.data_ptr(), y.data_ptr())]
+        x2 = torch.randn(2, 5, 16)
+        y2 = run(x2)
+        assert prepares() == 1 and calls[-1] == ("enqueue", x2.data_ptr(), y2.data_ptr())
+        assert run(torch.randn(7, 16)).shape == (7, 8) and prepares() == 2      # another kind of input
+        lin.weight.mul_(2.0)                                # in place: a new version
+        run(x)
+        assert prepares() == 3
+        lin.weight = nn.Parameter(torch.randn(8, 16))       # replaced
+        run(x)
+        assert prepares() == 4
+        run(x)
+        assert prepares() == 4
+        assert run(torch.randn(5, 2, 16).transpose(0, 1)) is None and prepares() == 4
+        with torch.autocast("cpu", dtype=torch.bfloat16):   # (autocast on the CPU: not cuda's)
+            run(x)
+        assert prepares() == 4
+
+
+def test_prepare_refuses_what_only_the_general_path_runs():
+    a, b = torch.randn(4, 8), torch.randn(8, 3)
+    assert numba_tc.api.prepare(a, b) is None                # CPU tensors
+    assert numba_tc.api.prepare(a.numpy(), b.numpy()) is None  # NumPy
