@@ -245,6 +245,11 @@ extern "C" __device__ int wgmma_wait(int* ret, int n) {
                  " %" NA ", %" NB ", p, 1, 1" IMM ";\n}"                                         \
                  : ACC##N(d, o) : "l"(da), "l"(db), "r"(scale_d))
 
+// The widths built, each with the asm operand numbers that follow its N/2 accumulators: the
+// descriptors of A and B, then scale-d.
+#define WGMMA_SHAPES(X) X(64, "32", "33", "34") X(128, "64", "65", "66") X(192, "96", "97", "98")     \
+    X(256, "128", "129", "130")
+
 #define WGMMA(N, NA, NB, NS)                                                                     \
 extern "C" __device__ int wgmma_m64n##N##k16(int* ret, float* d, int o, u64 da, u64 db,          \
                                              int scale_d, int kind, int ta, int tb) {           \
@@ -260,10 +265,7 @@ extern "C" __device__ int wgmma_m64n##N##k16(int* ret, float* d, int o, u64 da, 
     }                                                                                          \
     return 0;                                                                                  \
 }
-WGMMA(64, "32", "33", "34")
-WGMMA(128, "64", "65", "66")
-WGMMA(192, "96", "97", "98")
-WGMMA(256, "128", "129", "130")
+WGMMA_SHAPES(WGMMA)
 #undef WGMMA
 
 // fp8 (PTX ISA 9.7.15.5, .e4m3 / .e5m2 inputs): D[64 x N] (+)= A[64 x 32] * B[32 x N], both operands
@@ -280,12 +282,10 @@ extern "C" __device__ int wgmma_m64n##N##k32_f8(int* ret, float* d, int o, u64 d
     }                                                                                          \
     return 0;                                                                                  \
 }
-WGMMA8(64, "32", "33", "34")
-WGMMA8(128, "64", "65", "66")
-WGMMA8(192, "96", "97", "98")
-WGMMA8(256, "128", "129", "130")
+WGMMA_SHAPES(WGMMA8)
 #undef WGMMA8
 #undef WGMMA_ASM
+#undef WGMMA_SHAPES
 
 // ---------------------------------------------------------------------------------------------
 // setmaxnreg (PTX ISA 9.7.17.1): a warpgroup hands registers back (dec) or takes them (inc) so
