@@ -558,16 +558,19 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
         return _torch_ops().gemm(a, b, variant, out=out, out_dtype=out_dtype, stream=stream, allow_tf32=allow_tf32,
                                  c=c, alpha=alpha, beta=beta, bias=bias, activation=activation, epilogue=epilogue,
                                  epilogue_args=epilogue_args)
-    epi_args = None
-    if scales is not None or not is_plain(c, alpha, beta, bias, activation, epilogue):
-        epi_args = (c, alpha, beta, bias, activation, epilogue, epilogue_args, scales)
-        if kind == "numpy" or SIMULATOR:
-            return _gemm_copying(a, b, variant, out, out_dtype, stream, allow_tf32, epi_args)
-    elif epilogue_args:
-        raise ValueError("epilogue_args were given without an epilogue function")
-    elif kind == "numpy" or SIMULATOR:
-        return _gemm_copying(a, b, variant, out, out_dtype, stream, allow_tf32)
+    epi_args = _epilogue_of(c, alpha, beta, bias, activation, epilogue, epilogue_args, scales)
+    if kind == "numpy" or SIMULATOR:
+        return _gemm_copying(a, b, variant, out, out_dtype, stream, allow_tf32, epi_args)
     return _gemm_gpu(a, b, variant, out, out_dtype, stream, allow_tf32, kind, epi_args)
+
+
+def _epilogue_of(c, alpha, beta, bias, activation, epilogue, epilogue_args, scales):
+    """A call's epilogue arguments as one tuple (``bind``'s), or None for the plain product."""
+    if scales is not None or not is_plain(c, alpha, beta, bias, activation, epilogue):
+        return c, alpha, beta, bias, activation, epilogue, epilogue_args, scales
+    if epilogue_args:
+        raise ValueError("epilogue_args were given without an epilogue function")
+    return None
 
 
 def _lookup(a, b, variant, out, out_dtype, allow_tf32, kind, epi_args) -> tuple:
@@ -650,11 +653,7 @@ def prepare(a, b, variant: Union[str, Variant] = "auto", *, out_dtype=None, allo
         return None
     if kind == "torch" and (not (a.is_cuda and b.is_cuda) or needs_torch_operator(a, b, c, bias)):
         return None
-    epi_args = None
-    if not is_plain(c, alpha, beta, bias, activation, epilogue):
-        epi_args = (c, alpha, beta, bias, activation, epilogue, epilogue_args, None)
-    elif epilogue_args:
-        raise ValueError("epilogue_args were given without an epilogue function")
+    epi_args = _epilogue_of(c, alpha, beta, bias, activation, epilogue, epilogue_args, None)
     call, run, _, pb, _ = _lookup(a, b, variant, None, out_dtype, allow_tf32, kind, epi_args)
     if call.plan is None:
         return None
