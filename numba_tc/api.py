@@ -36,7 +36,7 @@ from .plan import Plan
 __all__ = ["gemm", "explain", "variants", "get_variant", "register", "unregister", "registered", "variant_from",
            "NoGPUError", "UnsupportedDeviceError", "EpilogueError", "device_capability", "default_device"]
 
-_LADDER_ORDER = {"simt": 0, "mma": 1, "wgmma": 2}
+_LADDER_ORDER = {"simt": 0, "mma": 1, "wgmma": 2, "rows": 3}
 _REGISTRY: Dict[str, Variant] = {}
 
 
@@ -208,6 +208,8 @@ def candidates(variant, dtype: str, out_dtype: str, cc) -> List[Variant]:
 def pick(cands: List[Variant], a, b, c, named: bool) -> Variant:
     """The first candidate that takes these operands; a named variant that refuses them raises."""
     for v in cands:
+        if not named and v.auto is not None and not v.auto(a, b, c):
+            continue
         why = v.refuses(a, b, c)
         if why is None:
             return v
@@ -245,7 +247,7 @@ FP8_OUT = ("bfloat16", "float16", "float32")       # what fp8 inputs may produce
 class _Problem:
     """A call's operands, checked: kinds, descriptions, sizes, dtypes, device, candidates."""
 
-    def __init__(self, a, b, variant, out, out_dtype, allow_tf32):
+    def __init__(self, a, b, variant, out, out_dtype, allow_tf32, a_cast=False):
         if not isinstance(variant, (str, Variant)):
             raise TypeError(f"variant must be a variant name or a Variant, got {type(variant).__name__} "
                             "(pass an output array as out=...)")
@@ -257,6 +259,10 @@ class _Problem:
         for name, s in (("a", sa), ("b", sb)):
             if len(s) != 2:
                 raise ValueError(f"{name} must be 2-D, got {len(s)}-D with shape {tuple(s)}")
+        if a_cast:                     # a float32 a read as b's 16-bit type (``prepare``)
+            if da != "float32" or db not in ("float16", "bfloat16"):
+                raise TypeError(f"a_cast reads a float32 a as b's 16-bit type, not {da} as {db}")
+            da = db
         if da != db and not (da in FP8 and db in FP8):
             raise TypeError(f"a and b must have one dtype (or both be fp8: {' or '.join(FP8)}), got {da} and {db}")
         for dt in (da, db):
@@ -291,6 +297,9 @@ class _Problem:
         cc = device_capability(self.device)
         self.cands = candidates(variant, _input_precision(da, variant, allow_tf32), out_dtype, cc)
         self.named = variant != "auto"
+        self.a_cast = a_cast
+        if a_cast:
+            self.cands = [v for v in self.cands if v.a_cast]
 
     def _device(self, a, b, out) -> int:
         if self.kind == "numpy" or SIMULATOR:
@@ -316,6 +325,8 @@ class _Problem:
                              "C^T = B^T A^T, whose operands' blocks are the other way round")
         if swap:
             A, B, C = B.transposed(), A.transposed(), C.transposed()
+        if self.a_cast and (swap or not any(v.auto is None or v.auto(A, B, C) for v in self.cands)):
+            raise _NotFused()
         v = pick(self.cands, A, B, C, self.named)
         if epi is None:
             plan = Plan(v.plan(A, B, C, self.device), self.device, swap)
@@ -332,6 +343,10 @@ class _Problem:
                                 f"{v.name!r} kernel:\n{e}") from None
         plan.epilogue = spec
         return plan
+
+
+class _NotFused(Exception):
+    """``prepare(..., a_cast=True)`` for a product no variant reads a float32 a for."""
 
 
 def _numba_error(e: Exception) -> bool:
@@ -573,24 +588,24 @@ def _epilogue_of(c, alpha, beta, bias, activation, epilogue, epilogue_args, scal
     return None
 
 
-def _lookup(a, b, variant, out, out_dtype, allow_tf32, kind, epi_args) -> tuple:
+def _lookup(a, b, variant, out, out_dtype, allow_tf32, kind, epi_args, a_cast=False) -> tuple:
     """(the cached call for these operands' facts (checked and planned on a miss), this call's
-    epilogue values (``runtime_values``), the addresses of a, b and out)."""
+    epilogue values (``runtime_values``), the addresses of a, b and out); ``a_cast``: ``prepare``'s."""
     fa, pa = operand_facts(a, kind)
     fb, pb = operand_facts(b, array_kind(b)) if array_kind(b) == kind else (None, 0)
     fo, po = (None, 0) if out is None or array_kind(out) != kind else operand_facts(out, kind)
     ekey, run = (None, None) if epi_args is None else _epilogue_facts(kind, *epi_args)
-    key = (_variant_key(variant), out_dtype, allow_tf32, kind, fa, fb, fo, out is None, ekey)
+    key = (_variant_key(variant), out_dtype, (allow_tf32, a_cast), kind, fa, fb, fo, out is None, ekey)
     call, key = _cached(_CALLS, key)
     if call is None:
         epi = None
         if epi_args is not None:                  # checked, described; the cache keeps it without arrays
-            pr = _Problem(a, b, variant, out, out_dtype, allow_tf32)
+            pr = _Problem(a, b, variant, out, out_dtype, allow_tf32, a_cast)
             epi = bind(kind, pr.m, pr.n, pr.dtype, pr.out_dtype, pr.device, *epi_args, k=pr.k)
             run = epi.run
 
         def make():
-            new = _prepare(a, b, variant, out, out_dtype, allow_tf32, kind, epi)
+            new = _prepare(a, b, variant, out, out_dtype, allow_tf32, kind, epi, a_cast)
             new.epi = None if epi is None else epi.fixed()
             return new
         call = _cache_miss(_CALLS, key, epi, make)
@@ -641,20 +656,27 @@ class Prepared:
 
 
 def prepare(a, b, variant: Union[str, Variant] = "auto", *, out_dtype=None, allow_tf32: bool = False, c=None,
-            alpha=1.0, beta=0.0, bias=None, activation=None, epilogue=None, epilogue_args=()) -> Optional[Prepared]:
+            alpha=1.0, beta=0.0, bias=None, activation=None, epilogue=None, epilogue_args=(),
+            a_cast: bool = False) -> Optional[Prepared]:
     """``gemm``'s call for ``a`` and ``b`` (GPU arrays, no gradient), checked and planned once,
     as a ``Prepared`` that computes it for another ``a`` with the same shape, strides, dtype,
     address alignment (mod 32) and device, while ``b`` and the epilogue's arrays stay the same
     arrays (kept alive by the caller). None where ``gemm``'s general path must
     run: NumPy or batched operands, the simulator, an empty problem, fp8 scales, torch tensors
-    that are not CUDA tensors or whose product needs a gradient."""
+    that are not CUDA tensors or whose product needs a gradient. ``a_cast``: ``a`` is float32
+    and is read as ``b``'s 16-bit type, rounded as a cast of it would be (autocast's cast fused
+    into the loads); None where no variant does that for this product (``gemv`` does, for one
+    row), and the caller casts."""
     kind = array_kind(a)
     if kind == "numpy" or SIMULATOR or batch.is_batched(a, b):
         return None
     if kind == "torch" and (not (a.is_cuda and b.is_cuda) or needs_torch_operator(a, b, c, bias)):
         return None
     epi_args = _epilogue_of(c, alpha, beta, bias, activation, epilogue, epilogue_args, None)
-    call, run, _, pb, _ = _lookup(a, b, variant, None, out_dtype, allow_tf32, kind, epi_args)
+    try:
+        call, run, _, pb, _ = _lookup(a, b, variant, None, out_dtype, allow_tf32, kind, epi_args, a_cast)
+    except _NotFused:
+        return None
     if call.plan is None:
         return None
     return Prepared(call, kind, pb, _values(0, 0, 0, call.epi, run, call.plan)[3:])
@@ -792,9 +814,9 @@ def _overlap(p, span, q, span_q) -> bool:
     return span > 0 and span_q > 0 and p < q + span_q and q < p + span
 
 
-def _prepare(a, b, variant, out, out_dtype, allow_tf32, kind, epi=None) -> _Call:
+def _prepare(a, b, variant, out, out_dtype, allow_tf32, kind, epi=None, a_cast=False) -> _Call:
     """Check a GPU call and plan it (a miss of the call cache); ``epi``: its epilogue."""
-    pr = _Problem(a, b, variant, out, out_dtype, allow_tf32)
+    pr = _Problem(a, b, variant, out, out_dtype, allow_tf32, a_cast)
     m, n, k = pr.m, pr.n, pr.k
     A, B = as_matrix(a, "a", described=pr.desc_a), as_matrix(b, "b", described=pr.desc_b)
     spans = None
@@ -878,8 +900,8 @@ def _device_out(out, m, n, out_dtype, stream):
 
 
 def _register_builtin():
-    from . import hopper, simt, tensorcore
-    for v in simt.RUNGS + tensorcore.RUNGS + hopper.RUNGS:
+    from . import gemv, hopper, simt, tensorcore
+    for v in simt.RUNGS + tensorcore.RUNGS + hopper.RUNGS + gemv.RUNGS:
         register(v)
 
 

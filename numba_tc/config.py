@@ -380,6 +380,11 @@ class Variant:
     kernels: Optional[Callable] = field(default=None, repr=False, compare=False)
     # plan(..., batch=) takes a batched product (``batch.Batch``) in one launch where it can
     batched: bool = False
+    # auto(a, b, c) -> whether "auto" picks this variant for these operands (None: wherever
+    # ``check`` allows); a variant named by the caller runs wherever ``check`` allows
+    auto: Optional[Callable] = field(default=None, repr=False, compare=False)
+    # plan(...) takes a float32 A read as the 16-bit input dtype (``api.prepare(..., a_cast=True)``)
+    a_cast: bool = False
 
     def refuses(self, a, b, c) -> Optional[str]:
         return self.check(a, b, c) if self.check is not None else None

@@ -20,7 +20,14 @@ from typing import Callable, Sequence, Tuple, Union
 from . import driver, workspace
 from .intrinsics import SIMULATOR
 
-__all__ = ["Step", "Plan"]
+__all__ = ["Step", "Plan", "operand_args"]
+
+
+def operand_args(a, b, c) -> Callable:
+    """``Step.args`` of a kernel whose parameters are (A, B, C, M, N, K, lda, ldb, ldc, then the
+    epilogue's values), for normalised operands ``a``, ``b``, ``c``."""
+    m, n, k, lda, ldb, ldc = c.rows, c.cols, a.cols, a.ld, b.ld, c.ld
+    return lambda pa, pb, pc, *ep: (pa, pb, pc, m, n, k, lda, ldb, ldc, *ep)
 
 
 class Step:

@@ -31,7 +31,7 @@ from .epilogue import PLAIN
 from .epilogue import make as make_epilogue
 from .intrinsics import SIMULATOR, f32_ptr, load_f32x4, ptr, red_add_f32, store_f32x4
 from .jit import device, kernel, kernel_factory, unrolled
-from .plan import Step
+from .plan import Step, operand_args
 from .schedule import cdiv, tail_split
 
 __all__ = ["RUNGS", "naive_kernel", "coalesced_kernel", "tiled_kernel", "tiled_plan", "launch_grid"]
@@ -483,9 +483,7 @@ def launch_grid(rung: int, cfg, m: int, n: int):
 def _untiled_plan(rung, factory):
     def plan(a, b, c, dev, epi=PLAIN):
         grid, block = launch_grid(rung, None, c.rows, c.cols)
-        m, n, k, lda, ldb, ldc = c.rows, c.cols, a.cols, a.ld, b.ld, c.ld
-        return [Step(factory(a.trans, b.trans, epi), grid, block,
-                     lambda pa, pb, pc, *ep: (pa, pb, pc, m, n, k, lda, ldb, ldc, *ep))]
+        return [Step(factory(a.trans, b.trans, epi), grid, block, operand_args(a, b, c))]
     return plan
 
 

@@ -38,7 +38,7 @@ from .fragments import OUT_CONVERT, make_store_out
 from .intrinsics import ptr
 from .jit import device, kernel, kernel_factory, unrolled
 from .layout import a_fragment, b_fragment, chunk_offset
-from .plan import Step
+from .plan import Step, operand_args
 from .primitives import (copy16, cp_async16, cp_async_commit, cp_async_wait, ldg_u16, ldg_u32,
                          lds_u32, ldsm_x4, ldsm_x4_t, round_tf32, mma_bf16_m16n8k16, mma_f16_m16n8k16,
                          mma_tf32_m16n8k8, smem_addr, sts_u16, sts_u32)
@@ -514,16 +514,9 @@ def tiled_kernel(cfg: MmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool,
 # ---------------------------------------------------------------------------------------------
 # Host side: launches and the rung table
 # ---------------------------------------------------------------------------------------------
-def _args(a, b, c):
-    """The kernels' parameter values from the run-time values (the three addresses, then the
-    epilogue's): A, B, C, M, N, K, lda, ldb, ldc, then the epilogue's."""
-    m, n, k, lda, ldb, ldc = c.rows, c.cols, a.cols, a.ld, b.ld, c.ld
-    return lambda pa, pb, pc, *ep: (pa, pb, pc, m, n, k, lda, ldb, ldc, *ep)
-
-
 def _plan_naive(a, b, c, dev, epi=PLAIN):
     k = naive_kernel(compute_dtype(a.dtype), c.dtype, a.trans, b.trans, epi)
-    return [Step(k, (cdiv(c.cols, 32), cdiv(c.rows, 32)), 128, _args(a, b, c))]
+    return [Step(k, (cdiv(c.cols, 32), cdiv(c.rows, 32)), 128, operand_args(a, b, c))]
 
 
 def grid_size(cfg: MmaConfig, m: int, n: int) -> int:
@@ -534,7 +527,7 @@ def _plan_tiled(cfg: MmaConfig):
     def plan(a, b, c, dev, epi=PLAIN):
         k = tiled_kernel(cfg, compute_dtype(a.dtype), c.dtype, a.trans, b.trans,
                          a.aligned16, b.aligned16, c.pairs_aligned, epi)
-        return [Step(k, grid_size(cfg, c.rows, c.cols), cfg.threads, _args(a, b, c), smem=cfg.smem_bytes)]
+        return [Step(k, grid_size(cfg, c.rows, c.cols), cfg.threads, operand_args(a, b, c), smem=cfg.smem_bytes)]
     return plan
 
 

@@ -302,49 +302,64 @@ def _inference(x: Tensor, weight: Tensor, bias, weight_in_out: bool, variant, ca
     dtype, alignment, device, the autocast dtype and tf32 setting) with the weight and bias cast
     for it (``api.prepare``), and kept while the parameters are the same tensors (held, so that
     no new one takes their address) with the same data, unchanged in place (their versions).
-    An input of more than two dimensions is taken as the matrix of its rows when it is
-    contiguous (no reshape), and the result is made in its shape. None where the general path
-    must run (``api.prepare``'s cases, other strides)."""
+    Under autocast a float32 input is read as the autocast type by the product itself where it
+    can (``api.prepare(..., a_cast=True)``: one row, ``gemv``), else cast first. An input of
+    more than two dimensions is taken as the matrix of its rows when it is contiguous (no
+    reshape), and the result is made in its shape. None where the general path must run
+    (``api.prepare``'s cases, other strides)."""
     if not isinstance(variant, str):
         return None
-    if torch.is_autocast_enabled("cuda"):
-        dt = torch.get_autocast_dtype("cuda")
-        if x.dtype != dt:
-            cast = _CASTS.get(dt)
-            x = cast(x) if cast is not None else x.to(dt)
-    else:
-        dt = None
-    key = ("inference", x.shape, x.stride(), x.dtype, x.data_ptr() & 31, x.get_device(), variant,
-           x.dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32)
-    hit = cache.get(key)
     stamp = (weight._version, weight.data_ptr(), None if bias is None else (bias._version, bias.data_ptr()))
+    dt = torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else None
+    tf32 = x.dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32
+    if dt is not None and x.dtype != dt:
+        if x.dtype == torch.float32 and dt in _CASTS:
+            key = ("fused", x.shape, x.stride(), x.data_ptr() & 31, x.get_device(), variant, dt)
+            hit = _entry(cache, key, stamp, weight, bias, x, weight_in_out, variant, dt, False, True)
+            if hit[5] is not None:
+                return _enqueue(hit, x)
+        cast = _CASTS.get(dt)
+        x = cast(x) if cast is not None else x.to(dt)
+        tf32 = False
+    key = ("inference", x.shape, x.stride(), x.dtype, x.data_ptr() & 31, x.get_device(), variant, tf32)
+    hit = _entry(cache, key, stamp, weight, bias, x, weight_in_out, variant, dt, tf32, False)
+    return None if hit[5] is None else _enqueue(hit, x)
+
+
+def _entry(cache, key, stamp, weight, bias, x, weight_in_out, variant, dt, tf32, fused) -> tuple:
+    """``_inference``'s entry for ``key``: (stamp, weight, bias, the result's shape and dtype,
+    ``api.Prepared`` or None where the product cannot be prepared so, the casts it reads); made
+    (``_prepare_layer``) when missing or stale."""
+    hit = cache.get(key)
     if hit is None or hit[0] != stamp or hit[1] is not weight or hit[2] is not bias:
-        hit = _prepare_layer(x, weight, bias, weight_in_out, variant, dt, key[-1])
-        if hit is None:
-            return None
         if len(cache) >= _INFERENCE_ENTRIES:
             cache.clear()
-        cache[key] = hit = (stamp,) + hit
+        cache[key] = hit = (stamp,) + _prepare_layer(x, weight, bias, weight_in_out, variant, dt, tf32, fused)
+    return hit
+
+
+def _enqueue(hit, x):
     y = x.new_empty(hit[3], dtype=hit[4])
     hit[5].enqueue(x.data_ptr(), y.data_ptr())
     return y
 
 
-def _prepare_layer(x, weight, bias, weight_in_out, variant, dt, tf32):
-    """(weight, bias, the result's shape and dtype, ``api.Prepared``, the casts it reads) for
-    ``_inference``, or None."""
+def _prepare_layer(x, weight, bias, weight_in_out, variant, dt, tf32, fused):
+    """(weight, bias, the result's shape and dtype, ``api.Prepared`` (None: the general path
+    runs), the casts it reads) for ``_inference``; ``fused``: x is float32, read as ``dt``."""
+    none = (weight, bias, None, None, None, None, None)
     x2 = x
     if x.dim() != 2:
         if x.dim() < 2 or not x.is_contiguous():
-            return None
+            return none
         x2 = x.view(-1, x.shape[-1])
     if _gemmable(x2) is not x2:
-        return None
+        return none
     w = weight if dt is None or weight.dtype == dt else weight.detach().to(dt)
     b = bias if bias is None or dt is None or bias.dtype == dt else bias.detach().to(dt)
-    prep = api.prepare(x2, w if weight_in_out else w.mT, variant, allow_tf32=tf32, bias=b)
+    prep = api.prepare(x2, w if weight_in_out else w.mT, variant, allow_tf32=tf32, bias=b, a_cast=fused)
     if prep is None:
-        return None
+        return none
     return weight, bias, (*x.shape[:-1], prep.n), _DTYPES[prep.out_dtype], prep, w, b
 
 

@@ -18,7 +18,7 @@ def test_variants_registry_lists_the_simt_ladder_in_order():
     names = [v.name for v in numba_tc.variants(ladder="simt")]
     assert names == ["naive", "coalesced", "smem", "blocktile1d", "blocktile2d", "vectorized", "warptile"]
     for v in numba_tc.variants():
-        assert v.note and v.dtypes and v.ladder in ("simt", "mma", "wgmma")
+        assert v.note and v.dtypes and v.ladder in ("simt", "mma", "wgmma", "rows")
         assert v.name in v.describe()
     assert numba_tc.variants(dtype="float16") == [] or all("float16" in v.dtypes for v in numba_tc.variants(dtype="float16"))
 
@@ -80,13 +80,30 @@ def test_candidates_check_dtype_and_capability():
 def test_wgmma_is_sm90a_only():
     """wgmma exists on sm_90a alone: "auto" picks the Hopper ladder on 9.0, mma.sync on 8.x and
     10.x, and naming a Hopper rung elsewhere is a clear error."""
-    assert api.candidates("auto", "bfloat16", "bfloat16", (9, 0))[0].ladder == "wgmma"
+    def tiles(cc):                      # the first tile ladder (before it: the few-rows rung)
+        return [v.ladder for v in api.candidates("auto", "bfloat16", "bfloat16", cc) if v.ladder != "rows"][0]
+    assert tiles((9, 0)) == "wgmma"
     for cc in ((8, 0), (10, 0)):
-        assert api.candidates("auto", "bfloat16", "bfloat16", cc)[0].ladder == "mma"
+        assert tiles(cc) == "mma"
     with pytest.raises(numba_tc.UnsupportedDeviceError, match="runs only on compute capability 9.0"):
         api.candidates("wgmma_tma", "float16", "float16", (10, 0))
     with pytest.raises(numba_tc.UnsupportedDeviceError, match="needs compute capability 9.0"):
         api.candidates("wgmma_tma", "float16", "float16", (8, 6))
+
+
+@pytest.mark.skipif(SIM, reason="the simulator runs only the SIMT ladder")
+@pytest.mark.parametrize("cc", [(8, 0), (9, 0)])
+def test_auto_gives_a_few_rows_to_gemv_and_more_to_the_tile_ladders(cc):
+    """Up to ``gemv.AUTO_ROWS`` rows of A (of C^T for a column-major C: its columns) ``auto``
+    takes ``gemv``; from one row more, a tile ladder. Named, ``gemv`` takes any number of rows."""
+    from numba_tc import gemv
+    cands = api.candidates("auto", "bfloat16", "bfloat16", cc)
+    b = arrays.Matrix(None, 768, 2304, 2304, False, "bfloat16", 1024)
+    for m, want in ((1, "gemv"), (gemv.AUTO_ROWS, "gemv"), (gemv.AUTO_ROWS + 1, "hopper" if cc == (9, 0) else "mma_tuned")):
+        a = arrays.Matrix(None, m, 768, 768, False, "bfloat16", 1024)
+        c = arrays.Matrix(None, m, 2304, 2304, False, "bfloat16", 1024)
+        assert api.pick(cands, a, b, c, named=False).name == want, m
+    assert api.pick([numba_tc.get_variant("gemv")], c, b.transposed(), c, named=True).name == "gemv"
 
 
 @pytest.mark.skipif(SIM, reason="the simulator runs only the SIMT ladder")

@@ -201,10 +201,13 @@ def test_linear_inference_path_follows_its_inputs_and_parameters():
         assert _rel(got, ref(inp)) < (1e-2 if autocast else 1e-5)
 
     for inp in (x, x[:, :3], torch.randn(1, 96, device="cuda"), x.transpose(0, 1),
-                torch.randn(20, 200, device="cuda")[:, 3:99]):
+                torch.randn(20, 200, device="cuda")[:, 3:99], torch.randn(2, 4, 96, device="cuda"),
+                torch.randn(3, 200, device="cuda")[:, 5:101]):
         for autocast in (True, False, True):         # (the second autocast call hits the cache)
             check(inp, autocast)
     assert any(k[0] == "inference" for k in lin._ntc_cache)
+    # one row under autocast: the float32 input read as bf16 by the product (no cast)
+    assert any(k[0] == "fused" and v[5] is not None for k, v in lin._ntc_cache.items())
     with torch.no_grad():
         lin.weight.mul_(-2.0)                        # in place: a new version, a new cast
     check(x, True)

@@ -154,6 +154,21 @@ extern "C" __device__ int ldg_in16(float* ret, i64 gaddr, int kind) {
     else *ret = __uint_as_float(((u32)v) << 16);
     return 0;
 }
+// 16 bytes of global memory as four 32-bit words (PTX ISA 9.7.9.8 ld, .v4.u32): eight 16-bit
+// inputs at once (the few-rows kernels' loads of B and A). Not volatile, like ldg_in16.
+extern "C" __device__ int ldg_v4u32(int* ret, u32* f, int off, i64 gaddr) {
+    asm("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+        : "=r"(f[off]), "=r"(f[off + 1]), "=r"(f[off + 2]), "=r"(f[off + 3]) : "l"(gaddr));
+    return 0;
+}
+// The 16-bit input in the low (hi = 0) or high half of a word, of kind 1 = fp16, 2 = bf16, as
+// fp32 (PTX ISA 9.7.9.21 cvt).
+extern "C" __device__ int in16_f32(float* ret, u32 w, int hi, int kind) {
+    u16 v = (u16)(hi ? w >> 16 : w);
+    if (kind == 1) asm("cvt.f32.f16 %0, %1;" : "=f"(*ret) : "h"(v));
+    else *ret = __uint_as_float(((u32)v) << 16);
+    return 0;
+}
 // tanh.approx.f32 (PTX ISA, floating-point instructions: tanh; sm_75+): one MUFU instruction,
 // relative error about 2^-11, below a 16-bit product's own; the epilogue's activations use it
 // for 16-bit inputs.
@@ -179,6 +194,14 @@ __device__ __forceinline__ u32 to_bits(float x, int kind) {
     if (kind == 1) { u16 h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x)); return h; }
     if (kind == 2) { u16 h; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x)); return h; }
     return __float_as_uint(x);
+}
+// x rounded to the 16-bit type of kind 1 = fp16, 2 = bf16 (to nearest even) and back to fp32:
+// a float32 operand read as that type, as autocast's cast of it would make it.
+extern "C" __device__ int round_in16(float* ret, float x, int kind) {
+    u16 h = (u16)to_bits(x, kind);
+    if (kind == 1) asm("cvt.f32.f16 %0, %1;" : "=f"(*ret) : "h"(h));
+    else *ret = __uint_as_float(((u32)h) << 16);
+    return 0;
 }
 // C[gaddr] = x in the output type.
 extern "C" __device__ int stg_out1(int* ret, i64 gaddr, float x, int kind) {
