@@ -90,10 +90,10 @@ MUTANTS = [
       [("                                pC[m * ldc + n + q] = EPI(acc[a0 + q], m, n + q, ep)",
         "                                pC[(n + q) * ldc + m] = EPI(acc[a0 + q], m, n + q, ep)")],
       ["tests/test_simulator.py"], extra=["-k", "warptile"]),
-    M("leading dimension from the shape, not the stride (untiled rungs)", "sim", "numba_tc/simt.py",
-      [("        m, n, k, lda, ldb, ldc = c.rows, c.cols, a.cols, a.ld, b.ld, c.ld\n        return [Step(factory",
-        "        m, n, k, lda, ldb, ldc = c.rows, c.cols, a.cols, (a.rows if a.trans else a.cols), b.ld, c.ld\n"
-        "        return [Step(factory")],
+    M("leading dimension from the shape, not the stride (untiled rungs)", "sim", "numba_tc/plan.py",
+      [("    m, n, k, lda, ldb, ldc = c.rows, c.cols, a.cols, a.ld, b.ld, c.ld\n    return lambda",
+        "    m, n, k, lda, ldb, ldc = c.rows, c.cols, a.cols, (a.rows if a.trans else a.cols), b.ld, c.ld\n"
+        "    return lambda")],
       ["tests/test_simulator_operands.py"], "contiguous operands have ld == width: only padded views tell",
       extra=["-k", "padded and naive"]),
     M("apply an epilogue per split-K partial", "sim", "numba_tc/simt.py",
