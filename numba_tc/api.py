@@ -208,7 +208,7 @@ def candidates(variant, dtype: str, out_dtype: str, cc) -> List[Variant]:
 def pick(cands: List[Variant], a, b, c, named: bool) -> Variant:
     """The first candidate that takes these operands; a named variant that refuses them raises."""
     for v in cands:
-        if not named and v.auto is not None and not v.auto(a, b, c):
+        if not named and not v.auto_takes(a, b, c):
             continue
         why = v.refuses(a, b, c)
         if why is None:
@@ -325,7 +325,7 @@ class _Problem:
                              "C^T = B^T A^T, whose operands' blocks are the other way round")
         if swap:
             A, B, C = B.transposed(), A.transposed(), C.transposed()
-        if self.a_cast and (swap or not any(v.auto is None or v.auto(A, B, C) for v in self.cands)):
+        if self.a_cast and (swap or not any(v.auto_takes(A, B, C) for v in self.cands)):
             raise _NotFused()
         v = pick(self.cands, A, B, C, self.named)
         if epi is None:

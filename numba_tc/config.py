@@ -386,6 +386,10 @@ class Variant:
     # plan(...) takes a float32 A read as the 16-bit input dtype (``api.prepare(..., a_cast=True)``)
     a_cast: bool = False
 
+    def auto_takes(self, a, b, c) -> bool:
+        """Whether "auto" may pick this variant for these operands (its ``auto`` rule)."""
+        return self.auto is None or self.auto(a, b, c)
+
     def refuses(self, a, b, c) -> Optional[str]:
         return self.check(a, b, c) if self.check is not None else None
 

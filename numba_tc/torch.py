@@ -257,10 +257,10 @@ def _cast(w: Tensor, dtype, cache: Optional[dict]):
         return w.to(dtype)
     key = (id(w), dtype)
     hit = cache.get(key)
-    if hit is not None and hit[0] == w._version and hit[1] == w.data_ptr():
+    if hit is not None and hit[3] is w and hit[0] == w._version and hit[1] == w.data_ptr():
         return hit[2]
     wc = w.detach().to(dtype)
-    cache[key] = (w._version, w.data_ptr(), wc)
+    cache[key] = (w._version, w.data_ptr(), wc, w)   # (w held: no new tensor takes its id meanwhile)
     return wc
 
 
@@ -311,7 +311,6 @@ def _inference(x: Tensor, weight: Tensor, bias, weight_in_out: bool, variant, ca
         return None
     stamp = (weight._version, weight.data_ptr(), None if bias is None else (bias._version, bias.data_ptr()))
     dt = torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else None
-    tf32 = x.dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32
     if dt is not None and x.dtype != dt:
         if x.dtype == torch.float32 and dt in _CASTS:
             key = ("fused", x.shape, x.stride(), x.data_ptr() & 31, x.get_device(), variant, dt)
@@ -320,7 +319,7 @@ def _inference(x: Tensor, weight: Tensor, bias, weight_in_out: bool, variant, ca
                 return _enqueue(hit, x)
         cast = _CASTS.get(dt)
         x = cast(x) if cast is not None else x.to(dt)
-        tf32 = False
+    tf32 = x.dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32
     key = ("inference", x.shape, x.stride(), x.dtype, x.data_ptr() & 31, x.get_device(), variant, tf32)
     hit = _entry(cache, key, stamp, weight, bias, x, weight_in_out, variant, dt, tf32, False)
     return None if hit[5] is None else _enqueue(hit, x)
@@ -334,7 +333,7 @@ def _entry(cache, key, stamp, weight, bias, x, weight_in_out, variant, dt, tf32,
     if hit is None or hit[0] != stamp or hit[1] is not weight or hit[2] is not bias:
         if len(cache) >= _INFERENCE_ENTRIES:
             cache.clear()
-        cache[key] = hit = (stamp,) + _prepare_layer(x, weight, bias, weight_in_out, variant, dt, tf32, fused)
+        cache[key] = hit = (stamp,) + _prepare_layer(x, weight, bias, weight_in_out, variant, dt, tf32, fused, cache)
     return hit
 
 
@@ -344,7 +343,7 @@ def _enqueue(hit, x):
     return y
 
 
-def _prepare_layer(x, weight, bias, weight_in_out, variant, dt, tf32, fused):
+def _prepare_layer(x, weight, bias, weight_in_out, variant, dt, tf32, fused, cache):
     """(weight, bias, the result's shape and dtype, ``api.Prepared`` (None: the general path
     runs), the casts it reads) for ``_inference``; ``fused``: x is float32, read as ``dt``."""
     none = (weight, bias, None, None, None, None, None)
@@ -355,8 +354,8 @@ def _prepare_layer(x, weight, bias, weight_in_out, variant, dt, tf32, fused):
         x2 = x.view(-1, x.shape[-1])
     if _gemmable(x2) is not x2:
         return none
-    w = weight if dt is None or weight.dtype == dt else weight.detach().to(dt)
-    b = bias if bias is None or dt is None or bias.dtype == dt else bias.detach().to(dt)
+    w = weight if dt is None else _cast(weight, dt, cache)    # (one cast a weight, shared by its entries)
+    b = bias if bias is None or dt is None else _cast(bias, dt, cache)
     prep = api.prepare(x2, w if weight_in_out else w.mT, variant, allow_tf32=tf32, bias=b, a_cast=fused)
     if prep is None:
         return none
