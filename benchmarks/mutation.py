@@ -74,7 +74,7 @@ MUTANTS = [
       [("ACC_ULPS = 8 ", "ACC_ULPS = 8 * 2 ** 20 ")],
       ["tests/test_verify_elements.py"]),
     M("reference from fp32 inputs where the kernel reads tf32", "cpu", "numba_tc/verify.py",
-      [('    if precision == "tf32":\n        bits', '    if precision == "tf32x":\n        bits')],
+      [('    if precision in ("tf32", "tf32_rn"):\n        bits', '    if precision in ("tf32x", "tf32_rn"):\n        bits')],
       ["tests/test_verify_elements.py"]),
     # ---- sim: the SIMT ladder and the NumPy path in Numba's CUDA simulator --------------------
     M("skip the last partial tile (grid rounded down)", "sim", "numba_tc/simt.py",

@@ -6,6 +6,11 @@ reached (the operands read once and C written once, over the time).
 
     python benchmarks/sweep.py --json benchmarks/results/h100.json --plot benchmarks/results/sweep_auto_h100.png
     python benchmarks/sweep.py --shapes 256x256x131072 1x8192x8192 --dtypes bfloat16
+    python benchmarks/sweep.py --shapes 4096x4096x4096 8192x8192x8192 --dtypes tf32 --layouts NN TN
+
+dtype ``tf32``: float32 tensors with ``allow_tf32=True``, against cuBLAS with TF32 allowed
+(``torch.backends.cuda.matmul.allow_tf32``); checked to 1e-3 (16-bit inputs: 1e-2). Layouts as
+``verify.LAYOUTS`` (A then B, "N" row-major, "T" a transposed view of a row-major tensor).
 """
 from __future__ import annotations
 
@@ -31,24 +36,33 @@ def parse(s):
     return m, n, k
 
 
-def measure(torch, m, n, k, dtype, budget):
+def _operand(torch, rows, cols, trans, dt):
+    return torch.randn(cols, rows, device="cuda", dtype=dt).t() if trans else torch.randn(rows, cols, device="cuda",
+                                                                                            dtype=dt)
+
+
+def measure(torch, m, n, k, dtype, budget, layout="NN"):
     import numba_tc
     from numba_tc import bench
-    dt = getattr(torch, dtype)
-    a = torch.randn(m, k, device="cuda", dtype=dt)
-    b = torch.randn(k, n, device="cuda", dtype=dt)
+    tf32 = dtype == "tf32"
+    dt = torch.float32 if tf32 else getattr(torch, dtype)
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    a = _operand(torch, m, k, layout[0] == "T", dt)
+    b = _operand(torch, k, n, layout[1] == "T", dt)
     ours = torch.full((m, n), float("nan"), device="cuda", dtype=dt)
     ref_out = torch.empty_like(ours)
-    config = numba_tc.explain(a, b, out=ours)
-    numba_tc.gemm(a, b, out=ours)
+    config = numba_tc.explain(a, b, out=ours, allow_tf32=tf32)
+    numba_tc.gemm(a, b, out=ours, allow_tf32=tf32)
     ref = a.double() @ b.double()
     err = float(torch.linalg.norm(ours.double() - ref) / torch.linalg.norm(ref))
+    torch.matmul(a, b, out=ref_out)
+    cublas_err = float(torch.linalg.norm(ref_out.double() - ref) / torch.linalg.norm(ref))
     del ref
     rec = {"variant": "auto", "config": config, "ladder": "auto", "dtype": dtype, "m": m, "n": n, "k": k,
-           "layout": "NN", "rel_err": err}
-    if not err <= 1e-2:
+           "layout": layout, "rel_err": err, "cublas_rel_err": cublas_err}
+    if not err <= (1e-3 if tf32 else 1e-2):
         return dict(rec, tflops=0.0, cublas_tflops=None, ratio=None)
-    ms, cms = bench.time_interleaved([lambda: numba_tc.gemm(a, b, out=ours),
+    ms, cms = bench.time_interleaved([lambda: numba_tc.gemm(a, b, out=ours, allow_tf32=tf32),
                                       lambda: torch.matmul(a, b, out=ref_out)], budget_s=2 * budget)
     flop = 2.0 * m * n * k
     rec.update(tflops=flop / ms / 1e9, cublas_tflops=flop / cms / 1e9, ratio=cms / ms, ms=ms, cublas_ms=cms)
@@ -86,7 +100,8 @@ def plot(records, path, title):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--shapes", nargs="+", default=SHAPES, metavar="MxNxK")
-    p.add_argument("--dtypes", nargs="+", default=["bfloat16", "float16"], choices=["bfloat16", "float16"])
+    p.add_argument("--dtypes", nargs="+", default=["bfloat16", "float16"], choices=["bfloat16", "float16", "tf32"])
+    p.add_argument("--layouts", nargs="+", default=["NN"], choices=["NN", "NT", "TN", "TT"])
     p.add_argument("--budget", type=float, default=0.6, help="seconds of timing per shape and side")
     p.add_argument("--json", help="merge the records into this results file")
     p.add_argument("--plot", help="write the sweep picture here")
@@ -99,21 +114,25 @@ def main(argv=None):
     device, commit = torch.cuda.get_device_name(), bench.commit_id()
     records = []
     for dt in args.dtypes:
-        for s in args.shapes:
-            m, n, k = parse(s)
-            r = measure(torch, m, n, k, dt, args.budget)
-            r.update(device=device, commit=commit, command=command)
-            records.append(r)
-            bw = f"  {r['hbm_tbps']:.2f} TB/s (cuBLAS {r['cublas_hbm_tbps']:.2f})" if "hbm_tbps" in r else ""
-            print(f"{dt:<9} {s:>17}  {r['tflops']:7.1f} TF/s  cuBLAS {r['cublas_tflops'] or 0:7.1f}  "
-                  f"ratio {r['ratio'] or 0:.3f}  err {r['rel_err']:.1e}  [{r['config']}]{bw}", flush=True)
-            torch.cuda.empty_cache()
+        for lay in args.layouts:
+            for s in args.shapes:
+                m, n, k = parse(s)
+                r = measure(torch, m, n, k, dt, args.budget, lay)
+                r.update(device=device, commit=commit, command=command)
+                records.append(r)
+                bw = f"  {r['hbm_tbps']:.2f} TB/s (cuBLAS {r['cublas_hbm_tbps']:.2f})" if "hbm_tbps" in r else ""
+                print(f"{dt:<9} {lay} {s:>17}  {r['tflops']:7.1f} TF/s  cuBLAS {r['cublas_tflops'] or 0:7.1f}  "
+                      f"ratio {r['ratio'] or 0:.3f}  err {r['rel_err']:.1e} (cuBLAS {r['cublas_rel_err']:.1e})  "
+                      f"[{r['config']}]{bw}", flush=True)
+                torch.cuda.empty_cache()
     for dt in args.dtypes:
-        ratios = [r["ratio"] for r in records if r["dtype"] == dt and r["ratio"]]
-        if ratios:
-            g = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
-            print(f"{dt}: geometric mean {g:.3f}x cuBLAS over {len(ratios)} shapes, lowest {min(ratios):.3f}; "
-                  f"{sum(1 for r in records if r['dtype'] == dt and not r['ratio'])} failed")
+        for lay in args.layouts:
+            mine = [r for r in records if r["dtype"] == dt and r["layout"] == lay]
+            ratios = [r["ratio"] for r in mine if r["ratio"]]
+            if ratios:
+                g = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+                print(f"{dt} {lay}: geometric mean {g:.3f}x cuBLAS over {len(ratios)} shapes, lowest "
+                      f"{min(ratios):.3f}; {sum(1 for r in mine if not r['ratio'])} failed")
     if args.json:
         bench.merge_records(args.json, records)
         print(f"records merged into {args.json}")

@@ -43,9 +43,9 @@ Ragged M, N, K: TMA zero-fills boxes past the edges and the epilogue writes only
 TMA needs 16-byte aligned rows (``tensormap.tma_requirements``): rungs 1-6 refuse other operands
 with the reason; ``hopper`` copies them (``repack``).
 
-fp8 (``hopper`` only): a K slice is still one 128-byte row (128 elements), read by wgmma's k32
-fp8 instructions, which take k-major operands only: the others are copied k-major first
-(``repack.gather8_kernel``). fp8 wgmma adds in fewer bits than fp32, so its tiles promote: each
+fp8 and tf32 (``hopper`` only): a K slice is still one 128-byte row (128 fp8 or 32 fp32 elements),
+read by wgmma's k32 fp8 or k8 tf32 instructions, which take k-major operands only: the others are
+copied k-major first (``repack.gather_kernel``). fp8 wgmma adds in fewer bits than fp32, so its tiles promote: each
 slice's sum in accumulators of its own, added to fp32 ones (``make_promoted_mainloop``); the
 per-tensor scales are read in the epilogue (``Epilogue.scales``).
 """
@@ -71,7 +71,8 @@ from .primitives import (cluster_ctarank, cluster_sync, fence_proxy_async, mbar_
                          tma_prefetch_map, tma_store_2d, tma_store_3d, tma_store_commit, tma_store_wait_all,
                          tma_store_wait_read, wgmma_commit, wgmma_fence, wgmma_m64n64k16, wgmma_m64n64k32_f8,
                          wgmma_m64n128k16, wgmma_m64n128k32_f8, wgmma_m64n192k16, wgmma_m64n192k32_f8,
-                         wgmma_m64n256k16, wgmma_m64n256k32_f8, wgmma_wait)
+                         wgmma_m64n256k16, wgmma_m64n256k32_f8, wgmma_m64n64k8_tf32, wgmma_m64n128k8_tf32,
+                         wgmma_m64n192k8_tf32, wgmma_m64n256k8_tf32, wgmma_wait)
 from .schedule import balanced_workers, cdiv, tile_origin
 from .tensormap import MAP_BYTES, encode, tma_requirements, tma_rows_fast
 
@@ -80,6 +81,8 @@ __all__ = ["RUNGS", "wgmma_kernel", "PARAMS", "WGMMA_TYPE", "variant_from"]
 WGMMA_TYPE = {"float16": 0, "bfloat16": 1}      # ptx/hopper.cu: wgmma's input type argument
 _WGMMA = {64: wgmma_m64n64k16, 128: wgmma_m64n128k16, 192: wgmma_m64n192k16, 256: wgmma_m64n256k16}
 _WGMMA8 = {64: wgmma_m64n64k32_f8, 128: wgmma_m64n128k32_f8, 192: wgmma_m64n192k32_f8, 256: wgmma_m64n256k32_f8}
+_WGMMA32 = {64: wgmma_m64n64k8_tf32, 128: wgmma_m64n128k8_tf32, 192: wgmma_m64n192k8_tf32, 256: wgmma_m64n256k8_tf32}
+KMAJOR_ONLY = layout.FP8 + ("tf32",)             # input types wgmma reads k-major only (no transpose flags)
 # Kernel parameters: tensor maps of A, B and C (by value); C's address; M, N, K; ldc; K slices per
 # split (split-K kernels; others ignore it); batches and which operands have them (bit 0: A, bit
 # 1: B; a batched kernel's broadcast operand is read at batch 0; others ignore both)
@@ -251,15 +254,16 @@ def _fp8_kind(dtype_a: str, dtype_b: str) -> int:
 def make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b=None, OFF=0):
     """``consume(pacc, stage, full, ph, a_row0)``: wait for the stage's K slice to land, then
     issue (and commit, as one group) its wgmmas: 4 steps of 32 bytes of K (k16 for 16-bit
-    inputs, k32 for fp8: ``dtype_b`` is B's when it differs from A's) x MI m64 blocks of this
-    warpgroup's rows from ``a_row0``, m64nBN each. wgmma's transpose flags say a 16-bit operand
-    is mn-major; fp8 operands are k-major only. ``OFF``: the slice's sum goes to accumulators
-    from OFF on, starting from zero (a promoted mainloop's), else it adds to those from 0."""
-    fp8 = dtype in layout.FP8
-    if fp8 and not (A_KM and B_KM):
-        raise ValueError("wgmma reads 8-bit operands k-major only (A row-major, B column-major)")
-    KND = _fp8_kind(dtype, dtype_b or dtype) if fp8 else WGMMA_TYPE[dtype]
-    WG = (_WGMMA8 if fp8 else _WGMMA)[BN]
+    inputs, k32 for fp8: ``dtype_b`` is B's when it differs from A's, k8 for tf32: fp32 values)
+    x MI m64 blocks of this warpgroup's rows from ``a_row0``, m64nBN each. wgmma's transpose
+    flags say a 16-bit operand is mn-major; fp8 and tf32 operands are k-major only. ``OFF``: the
+    slice's sum goes to accumulators from OFF on, starting from zero (a promoted mainloop's),
+    else it adds to those from 0."""
+    fp8, tf32 = dtype in layout.FP8, dtype == "tf32"
+    if dtype in KMAJOR_ONLY and not (A_KM and B_KM):
+        raise ValueError(f"wgmma reads {dtype} operands k-major only (A row-major, B column-major)")
+    KND = _fp8_kind(dtype, dtype_b or dtype) if fp8 else 0 if tf32 else WGMMA_TYPE[dtype]
+    WG = (_WGMMA8 if fp8 else _WGMMA32 if tf32 else _WGMMA)[BN]
 
     @device
     def wgmma_one(t, pacc, stage, a_row0):
@@ -270,6 +274,8 @@ def make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b=None, OFF=0):
         keep = 0 if OFF and ks == 0 else 1
         if fp8:
             WG(pacc, OFF + mi * (BN // 2), da, db, keep, KND)
+        elif tf32:
+            WG(pacc, OFF + mi * (BN // 2), da, db, keep)
         else:
             WG(pacc, OFF + mi * (BN // 2), da, db, keep, KND, 0 if A_KM else 1, 0 if B_KM else 1)
     wgmma_all = unrolled(wgmma_one, 8)
@@ -740,14 +746,15 @@ def operand_maps(cfg: WgmmaConfig, a, b):
     box_cols, box_rows)`` for ``tensormap.encode``: a k-major operand in boxes of [rows][bk], an
     mn-major one in boxes of [bk][64 mn] (``layout.BOX_BYTES``)."""
     bk = cfg.k_slice(a.itemsize)
+    da, db = _kernel_dtype(a.dtype), _kernel_dtype(b.dtype)
     if not a.trans:     # A row-major: M rows of K
-        ma = (a.dtype, a.cols, a.rows, a.ld, bk, cfg.bm)
+        ma = (da, a.cols, a.rows, a.ld, bk, cfg.bm)
     else:               # A column-major: K rows of M, one 128-byte swizzled row of M per box row
-        ma = (a.dtype, a.rows, a.cols, a.ld, layout.ROW_BYTES // a.itemsize, bk)
+        ma = (da, a.rows, a.cols, a.ld, layout.ROW_BYTES // a.itemsize, bk)
     if b.trans:         # B column-major: N rows of K (each CTA of a cluster loads 1/cluster of them)
-        mb = (b.dtype, b.rows, b.cols, b.ld, bk, cfg.bn // cfg.cluster)
+        mb = (db, b.rows, b.cols, b.ld, bk, cfg.bn // cfg.cluster)
     else:               # B row-major: K rows of N
-        mb = (b.dtype, b.cols, b.rows, b.ld, layout.ROW_BYTES // b.itemsize, bk)
+        mb = (db, b.cols, b.rows, b.ld, layout.ROW_BYTES // b.itemsize, bk)
     return ma, mb
 
 
@@ -802,25 +809,31 @@ def _kmajor(x, which: int):
     return x.cols, x.rows, *((x.ld, 1) if x.trans else (1, x.ld))
 
 
-def _needs_copy8(x, which: int) -> bool:
-    """An 8-bit operand is copied when it is not k-major (wgmma reads it no other way) or TMA
-    cannot read it."""
+def _needs_kmajor_copy(x, which: int) -> bool:
+    """An 8-bit or 32-bit (tf32) operand is copied when it is not k-major (wgmma reads it no
+    other way) or TMA cannot read it."""
     return x.trans != (which == 1) or bool(tma_requirements(x.ptr, x.ld, x.itemsize))
 
 
-def _gather8_step(x, which: int, region: int, dev, total: int):
-    """The step copying 8-bit operand ``which`` k-major to ``region`` of the scratch (transposing
-    it if it is mn-major), and the operand as the kernel then reads it there."""
+def _gather_step(x, which: int, region: int, dev, total: int):
+    """The step copying 8-bit or 32-bit operand ``which`` k-major to ``region`` of the scratch
+    (transposing it if it is mn-major), and the operand as the kernel then reads it there."""
     from . import driver
     lines, width, s_i, s_j = _kmajor(x, which)
     ld = repack.pitch(width, x.dtype)
-    k = repack.gather8_kernel(s_i == 1 and s_j != 1)
+    trans = s_i == 1 and s_j != 1           # (a copy that does not transpose is one of rows TMA cannot
+    k = repack.gather_kernel(trans, x.itemsize, trans and repack.vector_ok(x.ptr, s_j, x.itemsize))   # read)
 
     def args(ws, pa, pb, pc, *ep):
         return ((pa, pb)[which], ws + region, lines, width, s_i, s_j, ld)
-    step = Step(k, repack.grid8(lines, width), repack.THREADS, args, fn=driver.load(k, dev), workspace=total,
+    step = Step(k, repack.grid_tiles(lines, width), repack.THREADS, args, fn=driver.load(k, dev), workspace=total,
                 label=f"{'transpose' if x.trans != (which == 1) else 'repack'} {'ab'[which]}")
     return step, replace(x, ld=ld, ptr=0, trans=which == 1)
+
+
+def _kernel_dtype(dtype: str) -> str:
+    """The kernel's input type for an operand dtype: float32 arrays run as tf32."""
+    return "tf32" if dtype == "float32" else dtype
 
 
 def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, splits=None, fp8_cfgs=()):
@@ -840,8 +853,9 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
         a batched product's ``batch.Batch`` (the top rung only; None where this kernel cannot
         take it: the caller then runs one product per batch)."""
         from . import driver
+        kdt = _kernel_dtype(a.dtype)
         if batch is not None:
-            ok = readable and a.dtype not in layout.FP8
+            ok = readable and kdt not in KMAJOR_ONLY
             return _batched_steps(cfgs, a, b, c, dev, epi, batch, resident) if ok else None
         m, n, kk = c.rows, c.cols, a.cols
         fp8 = a.dtype in layout.FP8
@@ -850,8 +864,9 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
             raise ValueError("fp8 inputs need their scales: gemm(a, b, scale_a=..., scale_b=...) (float32 "
                              "device arrays: one value each, or block-wise (M, K/128) and (K/128, N/128))")
         keq = cdiv(kk * a.itemsize, 2)         # the cost model's K: 16-bit elements of the same bytes
-        if fp8:
-            copy = [_needs_copy8(x, i) for i, x in enumerate((a, b))]
+        kmajor = kdt in KMAJOR_ONLY            # (a slice's math takes as long in every type: fp8 runs
+        if kmajor:                             # twice, tf32 half as many flops a clock as 16-bit)
+            copy = [_needs_kmajor_copy(x, i) for i, x in enumerate((a, b))]
         else:
             copy = [readable and bool(tma_requirements(x.ptr, x.ld, x.itemsize)) for x in (a, b)]
         cfg, splits = pool[0], forced or 1
@@ -861,18 +876,18 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
         tiles, kper, units = split_units(cfg, m, n, keq, splits)
         splits = units // tiles                # as many as there are K slices for, at most
         ldw = fixup.plane_ld(n)
-        shapes = [_kmajor(x, i)[:2] if fp8 else _lines(x) for i, x in enumerate((a, b))]   # (lines, width) copied
+        shapes = [_kmajor(x, i)[:2] if kmajor else _lines(x) for i, x in enumerate((a, b))]   # (lines, width) copied
         sizes = [lines * repack.pitch(width, x.dtype) * x.itemsize if cp else 0
                  for x, cp, (lines, width) in zip((a, b), copy, shapes)]
         (ra_off, rb_off, planes), total = workspace.carve(*sizes, splits * m * ldw * 4 if splits > 1 else 0)
         steps, ops = [], [a, b]
         for i, region in ((0, ra_off), (1, rb_off)):
             if copy[i]:
-                st, ops[i] = (_gather8_step if fp8 else _repack_step)(ops[i], i, region, dev, total)
+                st, ops[i] = (_gather_step if kmajor else _repack_step)(ops[i], i, region, dev, total)
                 steps.append(st)
         ec = None if splits > 1 else output_map(cfg, c)
         part = BLOCK_SCALES if epi.scales == "block" else PLAIN      # a split's: the fix-up does the rest
-        k = wgmma_kernel(cfg, a.dtype, "float32" if splits > 1 else c.dtype, ops[0].trans, ops[1].trans,
+        k = wgmma_kernel(cfg, kdt, "float32" if splits > 1 else c.dtype, ops[0].trans, ops[1].trans,
                          splits > 1 or c.pairs_aligned, ec is not None, part if splits > 1 else epi, splits > 1,
                          False, None if b.dtype == a.dtype else b.dtype)
         nep = 0 if part.plain else len(part.slots())
@@ -959,6 +974,8 @@ def _kernels(cfgs, top: bool, fp8_cfgs=()):
     def kernels(dtype):
         if dtype in layout.FP8:
             return kernels8(dtype) if top else []
+        if dtype == "tf32":
+            return kernels32() if top else []
         outs = (dtype, "float32")
         out = [wgmma_kernel(cfg, dtype, o, ta, tb, vc, tc)
                for cfg in cfgs for vc, tc in stores(cfg) for o in outs for ta, tb in layouts]
@@ -973,7 +990,7 @@ def _kernels(cfgs, top: bool, fp8_cfgs=()):
         k-major after the copy."""
         outs = ("bfloat16", "float16", "float32")
         pool = fp8_cfgs or cfgs
-        out = [repack.gather8_kernel(t) for t in (False, True)]
+        out = [repack.gather_kernel(t, 1) for t in (False, True)]
         for epi, part in ((SCALED, PLAIN), (BLOCK_SCALED, BLOCK_SCALES)):
             out += [wgmma_kernel(cfg, dtype, o, False, True, vc, tc, epi)
                     for cfg in pool for vc, tc in stores(cfg) for o in outs]
@@ -981,6 +998,14 @@ def _kernels(cfgs, top: bool, fp8_cfgs=()):
                     for cfg in pool if cfg.persistent]
             out += [fixup.fixup_kernel(o, epi) for o in outs]
         return out
+
+    def kernels32():
+        """tf32 (float32 arrays): float32 out, always k-major after the copy."""
+        out = [repack.gather_kernel(t, 4, v) for t, v in ((False, False), (True, False), (True, True))]
+        out += [wgmma_kernel(cfg, "tf32", "float32", False, True, vc, tc) for cfg in cfgs for vc, tc in stores(cfg)]
+        out += [wgmma_kernel(cfg, "tf32", "float32", False, True, True, False, PLAIN, True)
+                for cfg in cfgs if cfg.persistent]
+        return out + [fixup.fixup_kernel("float32")]
     return kernels
 
 
@@ -1019,7 +1044,7 @@ def _variant(name, rung, cfgs, note, top=False, splits=None, fp8_cfgs=()):
     readable pitch where TMA cannot read one) and splits K where tiles are too few (``splits``:
     always that many, on the first configuration)."""
     cfgs = cfgs if isinstance(cfgs, tuple) else (cfgs,)
-    return Variant(name, "wgmma", rung, _IN + layout.FP8 if top else _IN, _SM90A, note,
+    return Variant(name, "wgmma", rung, _IN + layout.FP8 + ("tf32",) if top else _IN, _SM90A, note,
                    _plan(*cfgs, readable=top, split=top, splits=splits, fp8_cfgs=fp8_cfgs),
                    cfgs[0], _OUT, check=None if top else _check, max_cc=_SM90A, kernels=_kernels(cfgs, top, fp8_cfgs),
                    batched=top)
@@ -1043,8 +1068,8 @@ RUNGS = [
              "the tile (128x256, 128x192, 128x128 or 64x256), B multicast where its rows are not 32-byte aligned, "
              "split-K where tiles are too few (partial sums added in a fixed order, then the epilogue), "
              "and a copy to a readable pitch for operands TMA cannot read; fp8 inputs (e4m3, e5m2) on the "
-             "fp8 wgmma with promoted accumulators and their scales, operands copied k-major where they are "
-             "not", top=True, fp8_cfgs=FP8_CONFIGS),
+             "fp8 wgmma with promoted accumulators and their scales, float32 ones as tf32 (allow_tf32), fp8 and "
+             "tf32 operands copied k-major where they are not", top=True, fp8_cfgs=FP8_CONFIGS),
 ]
 
 

@@ -4,21 +4,22 @@ a 32-byte sector (``tensormap.tma_rows_fast``). One pass over the operand, read 
 the Hopper kernel then reads at full speed; the mma.sync fallback it replaces ran such problems
 at a fraction of that (benchmarks/NOTES.md, session 12).
 
-8-bit operands have one more reason to be copied: wgmma reads them k-major only (A row-major, B
-column-major), so the other layouts are transposed on the way (``gather8_kernel``), through a
-tile in shared memory so that the reads follow the source's rows and the writes the copy's.
+8-bit and 32-bit (tf32) operands have one more reason to be copied: wgmma reads them k-major only
+(A row-major, B column-major), so the other layouts are transposed on the way (``gather_kernel``),
+through a tile in shared memory so that the reads follow the source's rows and the writes the
+copy's.
 """
 from __future__ import annotations
 
-from numba import cuda, int64, uint8
+from numba import cuda, float32, int64, uint8
 
-from .intrinsics import device_array
+from .intrinsics import device_array, f32_ptr, ptr
 from .jit import kernel, kernel_factory
 from .layout import ITEMSIZE, ROW_BYTES
-from .primitives import ldg_in16, stg_out1
+from .primitives import ldg_f32x4, ldg_in16, stg_f32x4, stg_out1
 from .schedule import cdiv
 
-__all__ = ["repack_kernel", "gather8_kernel", "pitch", "grid", "grid8", "THREADS", "VEC", "TILE8"]
+__all__ = ["repack_kernel", "gather_kernel", "pitch", "grid", "grid_tiles", "vector_ok", "THREADS", "VEC", "TILE"]
 
 THREADS = 256
 VEC = 8                                     # elements a thread copies
@@ -57,32 +58,66 @@ def repack_kernel(dtype: str):
     return kernel(repack, ("i64",) * 6)
 
 
-TILE8 = 64                                  # the 8-bit copy's tile: TILE8 x TILE8 bytes per block
+TILE = 64                                   # the transposing copy's tile: TILE x TILE elements per block
+_WORD = {1: uint8, 4: float32}              # the elements it moves (fp32: bits moved, never computed)
 
 
-def grid8(lines: int, width: int) -> int:
-    return max(1, cdiv(lines, TILE8) * cdiv(width, TILE8))
+def grid_tiles(lines: int, width: int) -> int:
+    return max(1, cdiv(lines, TILE) * cdiv(width, TILE))
+
+
+def vector_ok(ptr: int, stride: int, item: int) -> bool:
+    """Whether ``gather_kernel``'s 16-byte accesses may read this source: fp32 elements, the base
+    and every line along its contiguous dimension 16-byte aligned (``stride``: elements between
+    lines)."""
+    return item == 4 and ptr % 16 == 0 and (stride * item) % 16 == 0
 
 
 @kernel_factory
-def gather8_kernel(trans: bool):
-    """dst[i, j] = src[i * s_i + j * s_j] for bytes (i < lines, j < width; dst rows ``ld_dst``
-    apart): a copy of an 8-bit operand into rows of K, transposing it where its K is not the
-    contiguous dimension (``trans``: the source is contiguous along i, ``s_i`` == 1). Each block
-    moves a TILE8 x TILE8 tile through shared memory, read along the source's contiguous
-    dimension and written along dst's rows: both coalesced."""
-    T, TP, GROUPS = TILE8, TILE8 + 1, THREADS // TILE8      # TP: [j][i] rows padded, columns in distinct banks
+def gather_kernel(trans: bool, item: int, vec: bool = False):
+    """dst[i, j] = src[i * s_i + j * s_j] for elements of ``item`` bytes (1: fp8, 4: fp32 read as
+    tf32; i < lines, j < width; dst rows ``ld_dst`` apart): a copy of an operand wgmma reads
+    k-major only into rows of K, transposing it where its K is not the contiguous dimension
+    (``trans``: the source is contiguous along i, ``s_i`` == 1). Each block moves a TILE x TILE
+    tile through shared memory, read along the source's contiguous dimension and written along
+    dst's rows: both coalesced. ``vec`` (fp32 sources ``vector_ok`` allows): whole tiles move 16
+    bytes an access, four elements of a row of the tile."""
+    T, TP, GROUPS, W = TILE, TILE + 1, THREADS // TILE, _WORD[item]   # TP: rows padded, columns in distinct banks
+    Q = T // 4                                                         # 16-byte pieces of a tile row (vec)
+    if vec and item != 4:
+        raise ValueError("16-byte accesses move fp32 elements only")
 
     def gather(src, dst, lines, width, s_i, s_j, ld_dst):
-        tile = cuda.shared.array((T, TP), uint8)
+        tile = cuda.shared.array((T, TP), W)
         tiles_j = (width + T - 1) // T
         bi = cuda.blockIdx.x // tiles_j
         i0 = int64(bi) * T
         j0 = int64(cuda.blockIdx.x - bi * tiles_j) * T
-        fast = cuda.threadIdx.x & (T - 1)
-        g = cuda.threadIdx.x // T
-        s = device_array(src, ((lines - 1) * s_i + (width - 1) * s_j + 1,), (1,), uint8)
-        d = device_array(dst, (lines * ld_dst,), (1,), uint8)
+        tid = cuda.threadIdx.x
+        if vec and i0 + T <= lines and j0 + T <= width:
+            v = cuda.local.array(4, float32)
+            q = tid % Q
+            for p in range(T * Q // THREADS):
+                r = tid // Q + p * (THREADS // Q)
+                if trans:                       # 4 of i (contiguous) at j = j0 + r
+                    ldg_f32x4(ptr(v), f32_ptr(src), (i0 + 4 * q) + (j0 + r) * s_j)
+                    for e in range(4):
+                        tile[r, 4 * q + e] = v[e]
+                else:                           # 4 of j (contiguous) at i = i0 + r
+                    ldg_f32x4(ptr(v), f32_ptr(src), (i0 + r) * s_i + (j0 + 4 * q))
+                    for e in range(4):
+                        tile[4 * q + e, r] = v[e]
+            cuda.syncthreads()
+            for p in range(T * Q // THREADS):
+                r = tid // Q + p * (THREADS // Q)
+                for e in range(4):
+                    v[e] = tile[4 * q + e, r]
+                stg_f32x4(f32_ptr(dst), (i0 + r) * ld_dst + j0 + 4 * q, ptr(v))
+            return
+        fast = tid & (T - 1)
+        g = tid // T
+        s = device_array(src, ((lines - 1) * s_i + (width - 1) * s_j + 1,), (item,), W)     # (byte strides)
+        d = device_array(dst, (lines * ld_dst,), (item,), W)
         for r in range(g, T, GROUPS):
             ii, jj = (fast, r) if trans else (r, fast)
             i, j = i0 + ii, j0 + jj

@@ -30,11 +30,11 @@ from typing import Optional
 import numpy as np
 
 __all__ = ["TOLERANCE", "random_operands", "rel_error", "check", "CheckResult", "LAYOUTS",
-           "elementwise", "ElementCheck", "as_read", "accumulation_tolerance", "OUT_HALF_ULP", "KINDS",
+           "elementwise", "ElementCheck", "as_read", "tf32_reads", "accumulation_tolerance", "OUT_HALF_ULP", "KINDS",
            "poisoned_out", "to_kind", "to_host"]
 
 # Relative Frobenius error allowed per precision (fp32 accumulation in every case).
-TOLERANCE = {"float32": 1e-5, "tf32": 1e-3, "float16": 1e-2, "bfloat16": 1e-2}
+TOLERANCE = {"float32": 1e-5, "tf32": 1e-3, "tf32_rn": 1e-3, "float16": 1e-2, "bfloat16": 1e-2}
 # 'N': row-major (C order), 'T': column-major (Fortran order), for A then B.
 LAYOUTS = ("NN", "NT", "TN", "TT")
 # Half an ulp, relative, of each output type: the rounding of an fp32 accumulator on the store.
@@ -72,16 +72,25 @@ def random_operands(m: int, n: int, k: int, dtype: str = "float32", layout: str 
 
 
 def as_read(x, precision: str) -> np.ndarray:
-    """A host operand as the kernel reads it, in float64: fp32 arrays on tensor cores ("tf32")
-    rounded to 10 mantissa bits to nearest, ties away from zero (``cvt.rna.tf32.f32``); every other
-    input exactly (16-bit products are exact in fp32)."""
+    """A host operand as the kernel reads it, in float64: fp32 arrays on tensor cores rounded to
+    10 mantissa bits to nearest, "tf32": ties away from zero (mma.sync's fragments, by
+    ``cvt.rna.tf32.f32``), "tf32_rn": ties to even (wgmma's, loaded by TMA as TFLOAT32:
+    benchmarks/check_tf32.py); every other input exactly (16-bit products are exact in fp32)."""
     x = np.asarray(x)
-    if precision == "tf32":
+    if precision in ("tf32", "tf32_rn"):
         bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
         finite = (bits & 0x7F800000) != 0x7F800000
-        rounded = np.where(finite, (bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000), bits)
+        half = np.uint32(0x1000) if precision == "tf32" else np.uint32(0xFFF) + ((bits >> 13) & np.uint32(1))
+        rounded = np.where(finite, (bits + half) & np.uint32(0xFFFFE000), bits)
         return rounded.astype(np.uint32).view(np.float32).astype(np.float64)
     return x.astype(np.float64)
+
+
+def tf32_reads(variant) -> str:
+    """How a variant's kernels read float32 arrays as tf32 (``as_read``'s precision): the wgmma
+    ladder's as TMA rounds them ("tf32_rn"), the mma.sync ladder's as ``cvt.rna`` does ("tf32")."""
+    from .api import get_variant
+    return "tf32_rn" if variant != "auto" and get_variant(variant).ladder == "wgmma" else "tf32"
 
 
 def rel_error(c, ref) -> float:
@@ -229,10 +238,11 @@ def check(variant: str, m: int, n: int, k: int, layout: str = "NN", dtype: str =
     the Frobenius norm.
 
     dtype "tf32" means float32 arrays computed in tf32 (tolerance 1e-3, inputs rounded as the
-    kernel rounds them). ``stream``: passed to gemm; the check synchronizes it before reading."""
+    kernel rounds them: ``tf32_reads``). ``stream``: passed to gemm; the check synchronizes it
+    before reading."""
     from .api import gemm
     rng = np.random.default_rng(seed)
-    prec = precision or dtype
+    prec = precision or (tf32_reads(variant) if dtype == "tf32" else dtype)
     dtype = "float32" if dtype == "tf32" else dtype          # tf32: fp32 arrays, tf32 math
     a, b = random_operands(m, n, k, dtype, layout, rng)
     out = poisoned_out(m, n, out_dtype, out_layout, kind)

@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.cpu,
               pytest.mark.skipif(SIM, reason="the simulator plans without the driver and builds no cubins")]
 
 SHAPES = [(1, 4096, 4096), (1, 8192, 8192), (8, 4096, 11008), (1, 1024, 65536), (64, 256, 65536),
-          (7, 9, 11), (128, 128, 128), (96, 5120, 5120),
+          (7, 9, 11), (128, 128, 128), (128, 128, 8192), (96, 5120, 5120),
           (256, 256, 131072), (1000, 1000, 32768), (1536, 1536, 1536), (4095, 4097, 4099),
           (4096, 4096, 4096), (128 * 66, 256, 1024), (8192, 8192, 8192), (65536, 256, 4096)]
 # Each operand as (pad of the leading dimension, offset of the base in elements[, in bytes]):

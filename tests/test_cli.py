@@ -49,7 +49,7 @@ def test_bad_sizes_are_argument_errors(size, capsys):
 
 @pytest.mark.parametrize("argv, words", [
     (["--ladder", "simt", "--dtype", "bfloat16"], "the simt ladder takes float32, not bfloat16"),
-    (["--variants", "hopper", "--dtype", "float32"], "variant hopper takes float16, bfloat16, float8_e4m3fn, float8_e5m2, not float32"),
+    (["--variants", "hopper", "--dtype", "float32"], "variant hopper takes float16, bfloat16, float8_e4m3fn, float8_e5m2, tf32, not float32"),
     (["--variants", "hopper", "--all"], "cannot be combined"),
 ])
 def test_bad_combinations_are_argument_errors(argv, words, capsys):

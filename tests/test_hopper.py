@@ -196,11 +196,11 @@ def test_fp8_operands_are_copied_unless_k_major():
     from numba_tc.arrays import Matrix
     a = Matrix(None, 256, 512, 512, False, "float8_e4m3fn", 1 << 32)       # row-major A: k-major
     b = Matrix(None, 512, 128, 512, True, "float8_e4m3fn", 2 << 32)        # column-major B: k-major
-    assert not hopper._needs_copy8(a, 0) and not hopper._needs_copy8(b, 1)
-    assert hopper._needs_copy8(Matrix(None, 256, 512, 256, True, "float8_e4m3fn", 1 << 32), 0)   # column-major A
-    assert hopper._needs_copy8(Matrix(None, 512, 128, 128, False, "float8_e4m3fn", 2 << 32), 1)
-    assert hopper._needs_copy8(Matrix(None, 256, 528, 528, False, "float8_e4m3fn", 1 << 32), 0) is False
-    assert hopper._needs_copy8(Matrix(None, 256, 500, 500, False, "float8_e4m3fn", 1 << 32), 0)   # 500 B rows
+    assert not hopper._needs_kmajor_copy(a, 0) and not hopper._needs_kmajor_copy(b, 1)
+    assert hopper._needs_kmajor_copy(Matrix(None, 256, 512, 256, True, "float8_e4m3fn", 1 << 32), 0)   # column-major A
+    assert hopper._needs_kmajor_copy(Matrix(None, 512, 128, 128, False, "float8_e4m3fn", 2 << 32), 1)
+    assert hopper._needs_kmajor_copy(Matrix(None, 256, 528, 528, False, "float8_e4m3fn", 1 << 32), 0) is False
+    assert hopper._needs_kmajor_copy(Matrix(None, 256, 500, 500, False, "float8_e4m3fn", 1 << 32), 0)   # 500 B rows
     # the copy's lines: A's rows, B's columns, each K long, at the strides of the layout as stored
     assert hopper._kmajor(a, 0) == (256, 512, 512, 1) and hopper._kmajor(b, 1) == (128, 512, 512, 1)
     assert hopper._kmajor(Matrix(None, 512, 128, 128, False, "float8_e4m3fn", 0), 1) == (128, 512, 1, 128)

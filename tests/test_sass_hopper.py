@@ -129,3 +129,15 @@ def test_fp8_block_scaled_kernels(cfg, split):
 def test_fp8_reads_k_major_operands_only():
     with pytest.raises(ValueError, match="k-major only"):
         hopper.wgmma_kernel(hopper.FP8_CONFIGS[0], "float8_e4m3fn", "bfloat16", False, False, True, True, SCALED)
+
+
+@pytest.mark.parametrize("cfg", hopper.RUNG7_CONFIGS[:4], ids=lambda c: f"{c.bm}x{c.bn}")
+def test_tf32_kernels(cfg):
+    # float32 arrays as tf32: the k8 warpgroup MMA on fp32 values in shared memory, 4 steps of a
+    # 128-byte K slice (32 elements), no transpose (k-major only), no local memory
+    c = compile_cubin(hopper.wgmma_kernel(cfg, "tf32", "float32", False, True, True, True), cc=(9, 0, "a"))
+    assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
+    assert f"HGMMA.64x{cfg.bn}x8.F32.TF32" in c.sass and ".tnsp" not in c.sass
+    assert c.count("HGMMA") == 4 * (cfg.wg_m // 64)
+    with pytest.raises(ValueError, match="k-major only"):
+        hopper.wgmma_kernel(cfg, "tf32", "float32", False, False, True, True)

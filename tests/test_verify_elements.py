@@ -111,6 +111,13 @@ def test_tf32_inputs_are_read_rounded_to_nearest_ties_away():
     assert not verify.elementwise(c_tf32, a, b, "float32").ok
 
 
+def test_tf32_as_wgmma_reads_it_rounds_ties_to_even():
+    ulp = 2.0 ** -10
+    x = np.array([1 + ulp / 2, 1 + 3 * ulp / 2, 1 + ulp / 2 + 2 ** -20, -(1 + ulp / 2), np.inf], np.float32)
+    assert list(verify.as_read(x, "tf32_rn")) == [1.0, 1 + 2 * ulp, 1 + ulp, -1.0, np.inf]
+    assert verify.tf32_reads("hopper") == "tf32_rn" and verify.tf32_reads("mma_tuned") == "tf32"
+
+
 def test_check_result_needs_both_measures():
     bad = verify.ElementCheck(1, 2, 3, 1.5, 1.0, 0.01, 1e-6)
     r = verify.CheckResult("v", 4, 4, 4, "NN", "bfloat16", 1e-4, 1e-2, bad)

@@ -284,6 +284,18 @@ extern "C" __device__ int wgmma_m64n##N##k32_f8(int* ret, float* d, int o, u64 d
 }
 WGMMA_SHAPES(WGMMA8)
 #undef WGMMA8
+
+// tf32 (PTX ISA 9.7.15.5, .tf32 inputs): D[64 x N] (+)= A[64 x 8] * B[8 x N] from fp32 values in
+// shared memory (the tensor core reads their tf32 bits), both operands K-major (32-bit types have
+// no transpose immediates), a k8 step 32 bytes of K as a 16-bit k16 step is.
+#define WGMMA_TF32(N, NA, NB, NS)                                                                \
+extern "C" __device__ int wgmma_m64n##N##k8_tf32(int* ret, float* d, int o, u64 da, u64 db,     \
+                                                 int scale_d) {                                 \
+    WGMMA_ASM(N, "k8.f32.tf32.tf32", "", NA, NB, NS);                                          \
+    return 0;                                                                                  \
+}
+WGMMA_SHAPES(WGMMA_TF32)
+#undef WGMMA_TF32
 #undef WGMMA_ASM
 #undef WGMMA_SHAPES
 

@@ -1,0 +1,85 @@
+"""float32 inputs as tf32 on Hopper's wgmma (``hopper``; what ``auto`` picks with ``allow_tf32``):
+each problem checked element by element against float64 products of the inputs rounded to tf32
+to nearest (TMA loads them as TFLOAT32, which rounds so: benchmarks/check_tf32.py), into a
+NaN-poisoned output, in all four layouts and both output orders, with ``explain`` showing the
+path (the transposing copy for operands that are not k-major, split-K, the copy of rows TMA
+cannot read). Then: auto's choice, the same bits run to run with split-K, an epilogue."""
+import numpy as np
+import pytest
+
+import numba_tc
+from numba_tc import verify
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(torch is None, reason="needs torch")]
+
+# (m, n, k, what explain() must show for layout NT, whose operands are both k-major)
+SHAPES = [(256, 256, 256, "128x"), (328, 200, 264, "128x"), (8, 24, 16, "x"), (3000, 2056, 72, "128x"),
+          (64, 256, 8192, "split-K"), (1, 4096, 4096, "split-K"), (1000, 777, 1001, "repack")]
+
+
+def _operand(rows, cols, trans, g=None):
+    if trans:
+        return torch.randn(cols, rows, device="cuda", generator=g).t()
+    return torch.randn(rows, cols, device="cuda", generator=g)
+
+
+@pytest.fixture(autouse=True)
+def _hopper_gpu():
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("needs an sm_90 GPU (wgmma)")
+
+
+@pytest.mark.parametrize("m,n,k,path", SHAPES)
+@pytest.mark.parametrize("layout", verify.LAYOUTS)
+@pytest.mark.parametrize("out_layout", ["C", "F"])
+def test_every_layout_and_shape_element_by_element(m, n, k, path, layout, out_layout):
+    r = verify.check("hopper", m, n, k, layout, "tf32", out_layout, kind="torch")
+    assert r.ok, str(r)
+    a, b = _operand(m, k, layout[0] == "T"), _operand(k, n, layout[1] == "T")
+    out = torch.empty(n, m, device="cuda").t() if out_layout == "F" else None
+    plan = numba_tc.explain(a, b, "hopper", out=out)
+    if out_layout == "C" and layout == "NT":
+        assert path in plan, plan
+    # wgmma reads tf32 k-major only: A row-major and B column-major (so too as C^T = B^T A^T; a
+    # one-row A is both)
+    if m > 1:
+        assert ("transpose" in plan) == (layout != "NT"), plan
+
+
+def test_auto_with_allow_tf32_takes_hopper_and_without_it_fp32():
+    a, b = _operand(512, 512, False), _operand(512, 512, False)
+    assert numba_tc.explain(a, b, allow_tf32=True).startswith("hopper: transpose b; ")
+    assert not numba_tc.explain(a, b).startswith("hopper")
+    c = numba_tc.gemm(a, b, allow_tf32=True)
+    torch.backends.cuda.matmul.allow_tf32 = True
+    ref = a.double() @ b.double()
+    ours = float(torch.linalg.norm(c.double() - ref) / torch.linalg.norm(ref))
+    theirs = float(torch.linalg.norm((a @ b).double() - ref) / torch.linalg.norm(ref))
+    assert ours < 1e-3 and ours < 1.1 * theirs, (ours, theirs)
+
+
+def test_split_k_is_bitwise_repeatable():
+    a, b = _operand(256, 32768, False), _operand(32768, 256, True)
+    assert "split-K" in numba_tc.explain(a, b, "hopper")
+    first = numba_tc.gemm(a, b, "hopper")
+    for _ in range(3):
+        assert torch.equal(numba_tc.gemm(a, b, "hopper"), first)
+
+
+def test_epilogue_on_tf32():
+    g = torch.Generator(device="cuda").manual_seed(3)
+    a, b = _operand(300, 500, False, g), _operand(500, 260, False, g)
+    bias = torch.randn(260, device="cuda", generator=g)
+    c = torch.randn(300, 260, device="cuda", generator=g)
+    out = torch.full((300, 260), float("nan"), device="cuda")
+    numba_tc.gemm(a, b, "hopper", out=out, c=c, beta=0.5, bias=bias, activation="relu")
+    ra = torch.from_numpy(verify.as_read(a.cpu().numpy(), "tf32_rn"))
+    rb = torch.from_numpy(verify.as_read(b.cpu().numpy(), "tf32_rn"))
+    ref = torch.relu(ra @ rb + 0.5 * c.cpu().double() + bias.cpu().double())
+    err = float(torch.linalg.norm(out.cpu().double() - ref) / torch.linalg.norm(ref))
+    assert err < 1e-5, err
