@@ -1,0 +1,23 @@
+"""tf32 launches for compute-sanitizer: every layout (the transposing copy, whole and edge tiles,
+16-byte and element-wise), ragged and unaligned rows (the copy of rows TMA cannot read), split-K
+with its fix-up, a one-row A, an epilogue.
+
+    compute-sanitizer --tool memcheck --report-api-errors no python benchmarks/check_tf32_launches.py
+"""
+import torch
+
+import numba_tc
+
+
+def operand(rows, cols, trans):
+    return torch.randn(cols, rows, device="cuda").t() if trans else torch.randn(rows, cols, device="cuda")
+
+
+for m, n, k in ((328, 200, 264), (1000, 777, 1001), (64, 256, 8192), (1, 4096, 4096), (200, 130, 136)):
+    for ta in (False, True):
+        for tb in (False, True):
+            numba_tc.gemm(operand(m, k, ta), operand(k, n, tb), allow_tf32=True)
+a, b = operand(300, 500, False), operand(500, 260, False)
+numba_tc.gemm(a, b, allow_tf32=True, bias=torch.randn(260, device="cuda"), activation="relu")
+torch.cuda.synchronize()
+print("ok")
