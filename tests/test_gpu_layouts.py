@@ -16,6 +16,7 @@ CASES = [  # (variant, input dtype, output dtypes)
     ("pipelined", "tf32", ("float32",)),
     ("hopper", "float16", ("float32", "float16")),
     ("hopper", "bfloat16", ("float32", "bfloat16")),
+    ("hopper", "tf32", ("float32",)),
 ]
 
 
