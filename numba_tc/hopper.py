@@ -45,9 +45,10 @@ with the reason; ``hopper`` copies them (``repack``).
 
 fp8 and tf32 (``hopper`` only): a K slice is still one 128-byte row (128 fp8 or 32 fp32 elements),
 read by wgmma's k32 fp8 or k8 tf32 instructions, which take k-major operands only: the others are
-copied k-major first (``repack.gather_kernel``). fp8 wgmma adds in fewer bits than fp32, so its tiles promote: each
-slice's sum in accumulators of its own, added to fp32 ones (``make_promoted_mainloop``); the
-per-tensor scales are read in the epilogue (``Epilogue.scales``).
+copied k-major first (``repack.gather_kernel``). fp32 operands are loaded by TMA as TFLOAT32,
+which rounds them to tf32 (to nearest even). fp8 wgmma adds in fewer bits than fp32, so its
+tiles promote: each slice's sum in accumulators of its own, added to fp32 ones
+(``make_promoted_mainloop``); the per-tensor scales are read in the epilogue (``Epilogue.scales``).
 """
 from __future__ import annotations
 

@@ -80,12 +80,13 @@ def gather_kernel(trans: bool, item: int, vec: bool = False):
     k-major only into rows of K, transposing it where its K is not the contiguous dimension
     (``trans``: the source is contiguous along i, ``s_i`` == 1). Each block moves a TILE x TILE
     tile through shared memory, read along the source's contiguous dimension and written along
-    dst's rows: both coalesced. ``vec`` (fp32 sources ``vector_ok`` allows): whole tiles move 16
-    bytes an access, four elements of a row of the tile."""
+    dst's rows: both coalesced. ``vec`` (transposing fp32 sources ``vector_ok`` allows): whole
+    tiles move 16 bytes an access, four elements of a row of the tile. (A copy that does not
+    transpose is one of rows TMA cannot read, which are not 16-byte aligned either.)"""
     T, TP, GROUPS, W = TILE, TILE + 1, THREADS // TILE, _WORD[item]   # TP: rows padded, columns in distinct banks
     Q = T // 4                                                         # 16-byte pieces of a tile row (vec)
-    if vec and item != 4:
-        raise ValueError("16-byte accesses move fp32 elements only")
+    if vec and not (trans and item == 4):
+        raise ValueError("16-byte accesses move fp32 elements of a transposing copy only")
 
     def gather(src, dst, lines, width, s_i, s_j, ld_dst):
         tile = cuda.shared.array((T, TP), W)
@@ -99,14 +100,9 @@ def gather_kernel(trans: bool, item: int, vec: bool = False):
             q = tid % Q
             for p in range(T * Q // THREADS):
                 r = tid // Q + p * (THREADS // Q)
-                if trans:                       # 4 of i (contiguous) at j = j0 + r
-                    ldg_f32x4(ptr(v), f32_ptr(src), (i0 + 4 * q) + (j0 + r) * s_j)
-                    for e in range(4):
-                        tile[r, 4 * q + e] = v[e]
-                else:                           # 4 of j (contiguous) at i = i0 + r
-                    ldg_f32x4(ptr(v), f32_ptr(src), (i0 + r) * s_i + (j0 + 4 * q))
-                    for e in range(4):
-                        tile[4 * q + e, r] = v[e]
+                ldg_f32x4(ptr(v), f32_ptr(src), (i0 + 4 * q) + (j0 + r) * s_j)    # 4 of i (contiguous) at j0 + r
+                for e in range(4):
+                    tile[r, 4 * q + e] = v[e]
             cuda.syncthreads()
             for p in range(T * Q // THREADS):
                 r = tid // Q + p * (THREADS // Q)
