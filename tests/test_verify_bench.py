@@ -26,7 +26,7 @@ def test_random_operands_layouts_and_freshness():
     assert a.flags.f_contiguous and not a.flags.c_contiguous and b.flags.c_contiguous
     a2, _ = verify.random_operands(5, 7, 3)
     assert not np.array_equal(a, a2) and np.all(a != 0).any()
-    assert set(verify.TOLERANCE) == {"float32", "tf32", "float16", "bfloat16"}
+    assert set(verify.TOLERANCE) == {"float32", "tf32", "tf32_rn", "float16", "bfloat16"}
 
 
 def _rec(v, tf, cb):
