@@ -64,7 +64,7 @@ from .epilogue import make as make_epilogue
 from .fragments import OUT_CONVERT, apply_fragments, make_store_out
 from .intrinsics import f32_ptr, ptr
 from .jit import device, kernel, kernel_factory, unrolled
-from .layout import c_fragment, chunk_offset, wgmma_d_fragment, wgmma_desc, wgmma_operand_offset
+from .layout import c_fragment, chunk_offset, compute_dtype, wgmma_d_fragment, wgmma_desc, wgmma_operand_offset
 from .plan import Step
 from .primitives import (cluster_ctarank, cluster_sync, fence_proxy_async, mbar_arrive, mbar_arrive_cluster,
                          mbar_expect_tx, mbar_fence_init, mbar_init, mbar_wait, named_barrier, setmaxnreg_dec,
@@ -747,7 +747,7 @@ def operand_maps(cfg: WgmmaConfig, a, b):
     box_cols, box_rows)`` for ``tensormap.encode``: a k-major operand in boxes of [rows][bk], an
     mn-major one in boxes of [bk][64 mn] (``layout.BOX_BYTES``)."""
     bk = cfg.k_slice(a.itemsize)
-    da, db = _kernel_dtype(a.dtype), _kernel_dtype(b.dtype)
+    da, db = compute_dtype(a.dtype), compute_dtype(b.dtype)
     if not a.trans:     # A row-major: M rows of K
         ma = (da, a.cols, a.rows, a.ld, bk, cfg.bm)
     else:               # A column-major: K rows of M, one 128-byte swizzled row of M per box row
@@ -832,11 +832,6 @@ def _gather_step(x, which: int, region: int, dev, total: int):
     return step, replace(x, ld=ld, ptr=0, trans=which == 1)
 
 
-def _kernel_dtype(dtype: str) -> str:
-    """The kernel's input type for an operand dtype: float32 arrays run as tf32."""
-    return "tf32" if dtype == "float32" else dtype
-
-
 def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, splits=None, fp8_cfgs=()):
     """A rung's planner: its configuration (of several, with ``split``: and the K splits, the
     pair ``pick_config`` chooses for the problem), kernel, tensor maps and grid. ``readable``:
@@ -854,7 +849,7 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
         a batched product's ``batch.Batch`` (the top rung only; None where this kernel cannot
         take it: the caller then runs one product per batch)."""
         from . import driver
-        kdt = _kernel_dtype(a.dtype)
+        kdt = compute_dtype(a.dtype)
         if batch is not None:
             ok = readable and kdt not in KMAJOR_ONLY
             return _batched_steps(cfgs, a, b, c, dev, epi, batch, resident) if ok else None
@@ -864,9 +859,11 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
         if fp8 and epi.scales is None:
             raise ValueError("fp8 inputs need their scales: gemm(a, b, scale_a=..., scale_b=...) (float32 "
                              "device arrays: one value each, or block-wise (M, K/128) and (K/128, N/128))")
-        keq = cdiv(kk * a.itemsize, 2)         # the cost model's K: 16-bit elements of the same bytes
-        kmajor = kdt in KMAJOR_ONLY            # (a slice's math takes as long in every type: fp8 runs
-        if kmajor:                             # twice, tf32 half as many flops a clock as 16-bit)
+        # the cost model's K: 16-bit elements of the same bytes (a 128-byte slice's math takes as
+        # long in every type: fp8 runs twice, tf32 half as many flops a clock as 16-bit)
+        keq = cdiv(kk * a.itemsize, 2)
+        kmajor = kdt in KMAJOR_ONLY
+        if kmajor:
             copy = [_needs_kmajor_copy(x, i) for i, x in enumerate((a, b))]
         else:
             copy = [readable and bool(tma_requirements(x.ptr, x.ld, x.itemsize)) for x in (a, b)]

@@ -25,13 +25,19 @@ from numba.extending import register_jitable
 __all__ = ["elems_per_reg", "elems_per_chunk", "mma_shape", "a_fragment", "b_fragment", "c_fragment",
            "ldsm_a", "ldsm_b", "ldsm_phase_banks", "swizzle", "chunk_offset", "bank", "CHUNK", "BANKS",
            "wgmma_desc", "wgmma_operand_offset", "wgmma_d_fragment", "SW128", "ROW_BYTES", "ATOM_BYTES",
-           "BOX_BYTES", "SWIZZLE_ALIGN", "OUT_BOX_BYTES", "ITEMSIZE", "FP8", "align_up"]
+           "BOX_BYTES", "SWIZZLE_ALIGN", "OUT_BOX_BYTES", "ITEMSIZE", "FP8", "compute_dtype", "align_up"]
 
 CHUNK = 16      # bytes moved by one cp.async / one ldmatrix row
 BANKS = 32      # shared-memory banks, 4 bytes wide
 # Bytes per element of each dtype numba_tc reads or writes (tf32: float32 arrays on tensor cores)
 ITEMSIZE = {"float32": 4, "tf32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1}
 FP8 = ("float8_e4m3fn", "float8_e5m2")     # the 8-bit floats of Hopper's wgmma (sm_89+ tensor cores)
+
+
+def compute_dtype(input_dtype: str) -> str:
+    """The tensor-core input type for an array dtype (both tensor-core ladders): fp32 arrays run
+    as tf32."""
+    return "tf32" if input_dtype == "float32" else input_dtype
 
 
 @register_jitable

@@ -37,21 +37,16 @@ from .epilogue import make as make_epilogue
 from .fragments import OUT_CONVERT, make_store_out
 from .intrinsics import ptr
 from .jit import device, kernel, kernel_factory, unrolled
-from .layout import a_fragment, b_fragment, chunk_offset
+from .layout import a_fragment, b_fragment, chunk_offset, compute_dtype
 from .plan import Step, operand_args
 from .primitives import (copy16, cp_async16, cp_async_commit, cp_async_wait, ldg_u16, ldg_u32,
                          lds_u32, ldsm_x4, ldsm_x4_t, round_tf32, mma_bf16_m16n8k16, mma_f16_m16n8k16,
                          mma_tf32_m16n8k8, smem_addr, sts_u16, sts_u32)
 from .schedule import cdiv, tile_origin
 
-__all__ = ["RUNGS", "naive_kernel", "tiled_kernel", "compute_dtype"]
+__all__ = ["RUNGS", "naive_kernel", "tiled_kernel"]
 
 _MMA = {"float16": mma_f16_m16n8k16, "bfloat16": mma_bf16_m16n8k16, "tf32": mma_tf32_m16n8k8}
-
-
-def compute_dtype(input_dtype: str) -> str:
-    """The tensor-core input type for an array dtype: fp32 arrays run as tf32."""
-    return "tf32" if input_dtype == "float32" else input_dtype
 
 
 # ---------------------------------------------------------------------------------------------
