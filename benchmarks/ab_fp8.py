@@ -1,9 +1,12 @@
-"""fp8 configurations A/B: ``hopper``'s choice, promoted tiles and the same tiles unpromoted
-(wgmma's own accumulation: faster, less accurate), and ``torch._scaled_mm`` with and without its
-fast accumulation, interleaved on the same inputs; rel_err against float64 at each shape.
-``--kernels``: the kernels ``_scaled_mm`` runs (torch.profiler), their tile in the name.
+"""fp8 configurations A/B: ``hopper``'s choice, promoted tiles and (per-tensor) a tile unpromoted
+(wgmma's own accumulation: faster, less accurate), against ``torch._scaled_mm`` with and without
+its fast accumulation, bf16 out, interleaved on the same inputs; rel_err against float64 (into
+NaN-poisoned outputs) at each shape. ``--block``: block-wise scales (a by 1x128, b by 128x128,
+``numba_tc.fp8.quantize``) against ``_scaled_mm``'s block-wise path, and its per-tensor path on
+per-tensor scales of the same matrices (issue 20's reference). ``--kernels``: the kernels
+``_scaled_mm`` runs (torch.profiler), their tile in the name.
 
-    python benchmarks/ab_fp8.py [--shapes 4096,4096,4096 8192,8192,8192] [--kernels]
+    python benchmarks/ab_fp8.py [--shapes 4096,4096,4096 8192,8192,8192] [--block] [--kernels]
 """
 from __future__ import annotations
 
@@ -17,44 +20,74 @@ from numba_tc import bench, hopper
 from features import quantize8, _rel
 
 
+def candidates(block: bool):
+    r7 = hopper.RUNG7
+    cands = {"hopper": "hopper"}
+    tiles = [("128x192 promoted", r7.replace(bn=192, promote=True)),
+             ("128x256 promoted (halves)", r7.replace(promote=True))]
+    if not block:
+        tiles.append(("128x256 unpromoted", r7))
+    for name, cfg in tiles:
+        cands[name] = numba_tc.variant_from(cfg, "ab" + str(len(cands)), splits=1)
+    return cands
+
+
+def inputs(m, n, k, block: bool):
+    """(a, b, scale_a, scale_b, float64 product, references {name: fn}, their rel_err)."""
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x, y = torch.randn(m, k, device="cuda", generator=g), torch.randn(n, k, device="cuda", generator=g)
+    a1, s1 = quantize8(x)
+    w1, s2 = quantize8(y)
+    want1 = (a1.double() * s1.double()) @ (w1.t().double() * s2.double())
+    refs = {}
+    for fast in (False, True):
+        refs["torch._scaled_mm per-tensor" + (" fast_accum" if fast else "")] = (
+            lambda fast=fast: torch._scaled_mm(a1, w1.t(), scale_a=s1, scale_b=s2, out_dtype=torch.bfloat16,
+                                               use_fast_accum=fast), want1)
+    if not block:
+        return a1, w1.t(), s1, s2, want1, refs
+    a, sa = numba_tc.fp8.quantize(x, "e4m3", block=(1, 128))
+    w, sw = numba_tc.fp8.quantize(y, "e4m3", block=(128, 128))
+    b, sb = w.t(), sw.t()
+    da = a.double() * sa.double().repeat_interleave(128, 1)[:, :k]
+    db = b.double() * sb.double().repeat_interleave(128, 0).repeat_interleave(128, 1)[:k, :n]
+    want = da @ db
+    refs = {"torch._scaled_mm block-wise": (lambda: torch._scaled_mm(
+        a, b, scale_a=sa.t().contiguous().t(), scale_b=sb, out_dtype=torch.bfloat16), want),
+        "torch._scaled_mm per-tensor": refs["torch._scaled_mm per-tensor"]}
+    return a, b, sa, sb, want, refs
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--shapes", nargs="+", default=["4096,4096,4096", "8192,8192,8192"])
+    p.add_argument("--block", action="store_true", help="block-wise scales")
     p.add_argument("--kernels", action="store_true", help="print the kernels _scaled_mm runs, and stop")
     args = p.parse_args()
     if args.kernels:
         return kernels(args.shapes)
-    r7 = hopper.RUNG7
-    cands = {"hopper": "hopper"}
-    for name, cfg in (("128x192 promoted", r7.replace(bn=192, promote=True)),
-                      ("128x128 promoted", r7.replace(bn=128, max_stages=6, promote=True)),
-                      ("128x192 unpromoted", r7.replace(bn=192)),
-                      ("128x128 unpromoted", r7.replace(bn=128, max_stages=6)),
-                      ("128x256 unpromoted", r7)):
-        cands[name] = numba_tc.variant_from(cfg, "ab" + str(len(cands)), splits=1)
+    cands = candidates(args.block)
     for shape in args.shapes:
         m, n, k = map(int, shape.split(","))
-        g = torch.Generator(device="cuda").manual_seed(0)
-        a, sa = quantize8(torch.randn(m, k, device="cuda", generator=g))
-        w, sb = quantize8(torch.randn(n, k, device="cuda", generator=g))
-        b = w.t()
-        want = (a.double() * sa.double()) @ (b.double() * sb.double())
-        fns, errs = [], []
+        a, b, sa, sb, want, refs = inputs(m, n, k, args.block)
+        fns, errs, names = [], [], []
         for name, v in cands.items():
-            out = torch.empty(m, n, device="cuda", dtype=torch.float32)
+            out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
             numba_tc.gemm(a, b, v, scale_a=sa, scale_b=sb, out=out)
+            if name == "hopper":
+                name += " (" + numba_tc.explain(a, b, out=out, scale_a=sa, scale_b=sb) + ")"
+            names.append(name)
             errs.append(_rel(out, want))
             fns.append(lambda v=v, out=out: numba_tc.gemm(a, b, v, scale_a=sa, scale_b=sb, out=out))
-        for fast in (False, True):
-            errs.append(_rel(torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.float32,
-                                              use_fast_accum=fast), want))
-            fns.append(lambda fast=fast: torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16,
-                                                           use_fast_accum=fast))
+        for name, (fn, w) in refs.items():
+            names.append(name)
+            errs.append(_rel(fn(), w))
+            fns.append(fn)
         ms = bench.time_interleaved(fns)
-        names = list(cands) + ["torch._scaled_mm", "torch._scaled_mm fast_accum"]
+        ref = ms[names.index("torch._scaled_mm per-tensor")]
         for nm, t, e in zip(names, ms, errs):
-            print(f"{m}x{n}x{k} {nm:<28} {2 * m * n * k / t / 1e9:7.0f} TFLOP/s  x{ms[-2] / t:.3f} of _scaled_mm  "
-                  f"rel_err(fp32 out) {e:.2e}", flush=True)
+            print(f"{m}x{n}x{k} {nm[:60]:<60} {2 * m * n * k / t / 1e9:7.0f} TFLOP/s  x{ref / t:.3f} of "
+                  f"_scaled_mm per-tensor  rel_err {e:.2e}", flush=True)
 
 
 def kernels(shapes):

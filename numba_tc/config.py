@@ -276,11 +276,18 @@ class WgmmaConfig:
         return (self.wg_m // 64) * self.bn // 2
 
     @property
+    def promote_n(self) -> int:
+        """Columns of C a promoted slice's sum is taken over at once: the tile's, or for a
+        256-wide tile each half in turn (two full sets of its accumulators do not fit a
+        consumer's registers)."""
+        return self.bn // 2 if self.bn == 256 else self.bn
+
+    @property
     def local_regs(self) -> int:
-        """Accumulator registers a consumer thread holds: ``acc_regs`` and, with ``promote``, as
-        many again for a slice's sum (fp8 wgmma adds in fewer bits than fp32: each slice's sum is
-        added to fp32 registers)."""
-        return self.acc_regs * (2 if self.promote else 1)
+        """Accumulator registers a consumer thread holds: ``acc_regs`` and, with ``promote``, a
+        slice's sum over ``promote_n`` columns (fp8 wgmma adds in fewer bits than fp32: each
+        slice's sum is added to fp32 registers)."""
+        return self.acc_regs + ((self.wg_m // 64) * self.promote_n // 2 if self.promote else 0)
 
     @property
     def stage_bytes(self) -> int:
@@ -332,6 +339,8 @@ class WgmmaConfig:
               f"{'(setmaxnreg) ' if self.regs[1] else ''}leave {cap} registers per thread, too few for "
               f"{self.local_regs} accumulators")
         _need(not self.promote or self.producer, "promoted accumulation builds on the producer warpgroup")
+        _need(not self.promote or self.promote_n == self.bn or self.wg_m == 64,
+              "a promoted tile taken in halves has one m64 block per consumer")
         p, c = self.regs
         if p or c:
             _need(self.producer, "setmaxnreg (regs) moves registers from a producer warpgroup: needs producer")

@@ -252,14 +252,13 @@ def _fp8_kind(dtype_a: str, dtype_b: str) -> int:
 
 
 @lru_cache(maxsize=None)
-def make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b=None, OFF=0):
-    """``consume(pacc, stage, full, ph, a_row0)``: wait for the stage's K slice to land, then
-    issue (and commit, as one group) its wgmmas: 4 steps of 32 bytes of K (k16 for 16-bit
-    inputs, k32 for fp8: ``dtype_b`` is B's when it differs from A's, k8 for tf32: fp32 values)
-    x MI m64 blocks of this warpgroup's rows from ``a_row0``, m64nBN each. wgmma's transpose
-    flags say a 16-bit operand is mn-major; fp8 and tf32 operands are k-major only. ``OFF``: the
-    slice's sum goes to accumulators from OFF on, starting from zero (a promoted mainloop's),
-    else it adds to those from 0."""
+def make_slice_group(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b=None, OFF=0):
+    """``issue(pacc, stage, a_row0, n0)``: a K slice's wgmmas as one committed group: 4 steps
+    of 32 bytes of K (k16 for 16-bit inputs, k32 for fp8: ``dtype_b`` is B's when it differs from
+    A's, k8 for tf32: fp32 values) x MI m64 blocks of this warpgroup's rows from ``a_row0``, each
+    m64nBN from B's row/column ``n0``. wgmma's transpose flags say a 16-bit operand is mn-major;
+    fp8 and tf32 operands are k-major only. ``OFF``: the sum goes to accumulators from OFF on,
+    starting from zero (a promoted mainloop's), else it adds to those from 0."""
     fp8, tf32 = dtype in layout.FP8, dtype == "tf32"
     if dtype in KMAJOR_ONLY and not (A_KM and B_KM):
         raise ValueError(f"wgmma reads {dtype} operands k-major only (A row-major, B column-major)")
@@ -267,11 +266,11 @@ def make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b=None, OFF=0):
     WG = (_WGMMA8 if fp8 else _WGMMA32 if tf32 else _WGMMA)[BN]
 
     @device
-    def wgmma_one(t, pacc, stage, a_row0):
+    def wgmma_one(t, pacc, stage, a_row0, n0):
         ks = t // MI
         mi = t - ks * MI
+        db = _operand_desc(stage + A_BYTES, B_KM, n0, ks)
         da = _operand_desc(stage, A_KM, a_row0 + 64 * mi, ks)
-        db = _operand_desc(stage + A_BYTES, B_KM, 0, ks)
         keep = 0 if OFF and ks == 0 else 1
         if fp8:
             WG(pacc, OFF + mi * (BN // 2), da, db, keep, KND)
@@ -282,11 +281,23 @@ def make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b=None, OFF=0):
     wgmma_all = unrolled(wgmma_one, 8)
 
     @device
+    def issue(pacc, stage, a_row0, n0):
+        wgmma_fence()
+        wgmma_all(4 * MI, pacc, stage, a_row0, n0)
+        wgmma_commit()
+    return issue
+
+
+@lru_cache(maxsize=None)
+def make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b=None):
+    """``consume(pacc, stage, full, ph, a_row0)``: wait for the stage's K slice to land, then
+    issue its wgmmas (``make_slice_group``), adding to the accumulators."""
+    issue = make_slice_group(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b)
+
+    @device
     def consume(pacc, stage, full, ph, a_row0):
         mbar_wait(full, ph)
-        wgmma_fence()
-        wgmma_all(4 * MI, pacc, stage, a_row0)
-        wgmma_commit()
+        issue(pacc, stage, a_row0, 0)
     return consume
 
 
@@ -345,9 +356,9 @@ def make_mainloop(consume, S, STAGE, CL):
 def _block_scaler(BN, SLOT, NACC):
     """Block-wise scales (``Epilogue.scales == "block"``): ``load(kb, row, bn0, lane, ep)`` reads
     this thread's scales of K block kb, (scale_a of its two rows) x (scale_b of the one or two
-    128-column blocks its tile's columns fall in), as four products; ``add(i, pacc, s, off, lane)``
-    adds slice accumulator i to fp32 accumulator i times its scale (``off``: the tile's first
-    column within its scale block). ``SLOT``: ``spec.slots()``'s index of M, then of scale_a
+    128-column blocks its tile's columns fall in), as four products; ``add(i, pacc, s, off, lane,
+    base)`` adds slice accumulator i to fp32 accumulator base + i times its scale (``off``: the
+    tile's first column within its scale block). ``SLOT``: ``spec.slots()``'s index of M, then of scale_a
     (row and K strides follow, then scale_b and its K and column strides)."""
     TWO = BN > 128                       # a 192-wide tile spans two blocks (64-aligned: never three)
     M_, N_, SA, SB = SLOT, SLOT + 1, SLOT + 2, SLOT + 5
@@ -367,53 +378,66 @@ def _block_scaler(BN, SLOT, NACC):
         return a0 * b0, a0 * b1, a1 * b0, a1 * b1
 
     @device
-    def add(i, pacc, s, off, lane):
-        m, n = wgmma_d_fragment(lane, i)
+    def add(i, pacc, s, off, lane, base):
+        m, n = wgmma_d_fragment(lane, base + i)
         right = TWO and off + 8 * (n >> 3) >= 128
         if m >= 8:
             x = s[3] if right else s[2]
         else:
             x = s[1] if right else s[0]
-        pacc[i] += pacc[NACC + i] * x
+        pacc[base + i] += pacc[NACC + i] * x
     return load, add
 
 
 @lru_cache(maxsize=None)
-def make_promoted_mainloop(consume, S, STAGE, CL, NACC, BLOCK=None):
+def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None):
     """The mainloop of fp8 with promotion: each K slice's sum goes to accumulators of its own
-    (``consume`` writes them from NACC on, starting from zero) and, once its wgmma is done, is
-    added to the fp32 accumulators 0..NACC-1: fp8 wgmma adds in fewer bits than fp32, so
-    promoting every 128 of K keeps a long K's sum accurate. The add waits for the slice's group;
-    the other consumer's wgmma runs meanwhile. (Pipelines that keep a group of the same consumer
-    in flight during the add measured slower: benchmarks/NOTES.md, sessions 16 and 17.) With
-    block-wise scales (``BLOCK``: ``_block_scaler``'s (BN, SLOT)) the add multiplies by the
-    slice's scales, loaded a slice ahead."""
+    (``issue``, ``make_slice_group``'s, writes NACC // PARTS of them from NACC on, starting from
+    zero) and, once its wgmma is done, is added to the fp32 accumulators 0..NACC-1: fp8 wgmma
+    adds in fewer bits than fp32, so promoting every 128 of K keeps a long K's sum accurate. The
+    add waits for the slice's group; the other consumer's wgmma runs meanwhile. (Pipelines that
+    keep a group of the same consumer in flight during the add measured slower:
+    benchmarks/NOTES.md, sessions 16 and 17.) ``PARTS`` = 2 (a 256-wide tile, one m64 block):
+    the slice is issued and added in two n128 halves in turn (A read from shared memory for
+    each: loading it into registers once, for wgmma's register-A form, measured slower). With block-wise scales (``BLOCK``: ``_block_scaler``'s (BN,
+    SLOT)) the add multiplies by the slice's scales, loaded a slice ahead."""
     advance = _advancer(S)
     release = _releaser(CL)
+    P = NACC // PARTS
 
     @device
-    def add_one(i, pacc):
-        pacc[i] += pacc[NACC + i]
+    def add_one(i, pacc, base):
+        pacc[base + i] += pacc[NACC + i]
     add = unrolled(add_one, 128)
     if BLOCK is not None:
         load_scales, add_scaled_one = _block_scaler(*BLOCK, NACC)
         add_scaled = unrolled(add_scaled_one, 128)
 
     @device
+    def finish(h, pacc, sc, bn0, lane, empty):
+        """Part h's group done (the stage released after the last part's), its sum added."""
+        wgmma_wait(0)
+        if h == PARTS - 1 and lane == 0:
+            release(empty)
+        if BLOCK is not None:
+            add_scaled(P, pacc, sc, bn0 & 127 if PARTS == 1 else 0, lane, h * P)   # (halves: bn0 % 256 == 0)
+        else:
+            add(P, pacc, h * P)
+
+    @device
     def step(pacc, sbase, bars, s, ph, t, ktiles, a_row0, lane, k0, row, bn0, ep, sc):
         """Slice t; with block scales ``sc`` are its scales, and the next slice's are loaded
         while its wgmma runs (returned)."""
-        consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0)
+        stage = sbase + s * STAGE
+        mbar_wait(bars + 8 * s, ph)
+        issue(pacc, stage, a_row0, 0)
         nxt = sc
         if BLOCK is not None:
             nxt = load_scales(k0 + min(t + 1, ktiles - 1), row, bn0, lane, ep)
-        wgmma_wait(0)
-        if lane == 0:
-            release(bars + 8 * (S + s))
-        if BLOCK is not None:
-            add_scaled(NACC, pacc, sc, bn0 & 127, lane)
-        else:
-            add(NACC, pacc)
+        finish(0, pacc, sc, bn0, lane, bars + 8 * (S + s))
+        if PARTS > 1:
+            issue(pacc, stage, a_row0, 2 * P)
+            finish(1, pacc, sc, bn0, lane, bars + 8 * (S + s))
         s, ph = advance(s, ph)
         return s, ph, nxt
 
@@ -619,8 +643,9 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
     store, drain = make_epilogue_part(MI, BN, out_dtype, vc, cfg.tma_store and tma_c, cfg.epi_boxes, epi, batch)
     if cfg.promote:
         block = (BN, epi.slots().index("M")) if epi.scales == "block" else None
-        mainloop = make_promoted_mainloop(make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b, NACC),
-                                          S, STAGE, CL, NACC, block)
+        PN = cfg.promote_n
+        issue = make_slice_group(dtype, A_KM, B_KM, MI, PN, A_BYTES, dtype_b, NACC)
+        mainloop = make_promoted_mainloop(issue, S, STAGE, CL, NACC, BN // PN, block)
     else:
         mainloop = make_mainloop(consume, S, STAGE, CL)
     consumer = make_consumer(walk_unit, mainloop, store, drain, NACC, WG_M,
@@ -689,6 +714,8 @@ MIN_SPLIT_SLICES = 4                # a split takes at least this many K slices
 TIE = 0.95                          # a later choice must be estimated this much faster to win
 OVERLAP = 0.3                       # the share of the shorter of math and memory time that shows
 TILE_EFFICIENCY = {(128, 256): 1.0, (128, 192): 0.95, (128, 128): 0.85, (64, 256): 0.8}
+HALVES = 0.925                      # a promoted tile added in halves waits twice a slice (fp8 128x256:
+                                    # benchmarks/results/ab_fp8_halves_h100.log)
 
 
 def split_units(cfg: WgmmaConfig, m: int, n: int, k: int, splits: int):
@@ -704,7 +731,7 @@ def estimate(cfg: WgmmaConfig, m: int, n: int, k: int, splits: int, sms: int, ou
     """Seconds the cost model gives a problem on ``cfg`` with ``splits`` K splits (see above)."""
     _, kper, units = split_units(cfg, m, n, k, splits)
     slots = sms * cfg.min_blocks
-    eff = TILE_EFFICIENCY.get((cfg.bm, cfg.bn), 0.8)
+    eff = TILE_EFFICIENCY.get((cfg.bm, cfg.bn), 0.8) * (HALVES if cfg.promote and cfg.promote_n < cfg.bn else 1)
     slice_s = 2.0 * cfg.bm * cfg.bn * cfg.bk / (PEAK_PER_SM * eff)
     compute = cdiv(units, slots) * (kper + 2) * slice_s
     bandwidth = HBM_BYTES_S * min(1.0, SM_SHARE * min(units, slots) / sms)
@@ -1027,10 +1054,11 @@ RUNG7_CONFIGS = tuple(RUNG7.replace(**kw) for kw in (
     dict(bn=128, max_stages=6, cluster=2)))
 
 # fp8 inputs: tiles whose accumulators are promoted (each K slice summed apart, then added to fp32
-# registers, as cuBLAS's default and DeepGEMM do), 128x192 or 128x128 as the cost model picks: two
-# sets of a 128x256 tile's do not fit a consumer's registers; B multicast where its rows are slow.
+# registers, as cuBLAS's default and DeepGEMM do), 128x192, 128x256 or 128x128 as the cost model
+# picks; two sets of a 128x256 tile's accumulators do not fit a consumer's registers, so it sums
+# and adds a slice in two n128 halves (``promote_n``); B multicast where its rows are slow.
 FP8_CONFIGS = tuple(RUNG7.replace(promote=True, **kw) for kw in (
-    dict(bn=192), dict(bn=128, max_stages=6), dict(bn=128, max_stages=6, cluster=2)))
+    dict(bn=192), {}, dict(bn=128, max_stages=6), dict(bn=128, max_stages=6, cluster=2)))
 
 _IN = ("float16", "bfloat16")
 _OUT = ("float32", "float16", "bfloat16")

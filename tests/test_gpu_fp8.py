@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import numba_tc
+from numba_tc import hopper
 
 try:
     import torch
@@ -217,3 +218,28 @@ def test_block_scales_bad_input():
         numba_tc.gemm(a, b, scale_a=sa[:1, :1].reshape(1), scale_b=sb)      # one per tensor, one block-wise
     with pytest.raises(ValueError, match="row-major out"):
         numba_tc.gemm(a, b, scale_a=sa, scale_b=sb, out=torch.empty(256, 256, device="cuda").t())
+
+
+@pytest.mark.parametrize("cfg", hopper.FP8_CONFIGS, ids=lambda c: f"{c.bm}x{c.bn}_cluster{c.cluster}")
+@pytest.mark.parametrize("scaling", ["tensor", "block"])
+@pytest.mark.parametrize("splits", [1, 3])
+def test_every_fp8_tile(cfg, scaling, splits):
+    # each promoted tile the cost model can pick, forced, on ragged shapes (the 256-wide tile's
+    # halves: N = 777 leaves the last tile's right half wholly past C's edge, N = 300 partly), with
+    # split-K, per-tensor and block-wise scales, bf16 and fp32 out
+    v = numba_tc.variant_from(cfg, f"fp8_tile_{cfg.bn}_{cfg.max_stages}_{cfg.cluster}_{splits}", splits=splits)
+    for m, n, k in [(1000, 777, 1000), (300, 300, 2048)]:
+        for out_dtype, tol in (("bfloat16", TOL), ("float32", TOL32)):
+            if scaling == "block":
+                a, b, sa, sb, want = _block_problem(m, n, k, seed=m + k + splits)
+            else:
+                g = torch.Generator(device="cuda").manual_seed(m + k + splits)
+                a, sa = _operand(m, k, False, E4M3, g)
+                b, sb = _operand(k, n, True, E4M3, g)
+                want = (a.double() * sa.double()) @ (b.double() * sb.double())
+            out = torch.full((m, n), float("nan"), device="cuda", dtype=getattr(torch, out_dtype))
+            numba_tc.gemm(a, b, v, scale_a=sa, scale_b=sb, out=out)
+            path = numba_tc.explain(a, b, v, out=out, scale_a=sa, scale_b=sb)
+            assert ("split-K" in path) == (splits > 1), path
+            assert not torch.isnan(out).any(), (m, n, k, out_dtype, path)
+            assert _rel(out, want) < tol, (m, n, k, out_dtype, path)

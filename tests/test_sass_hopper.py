@@ -107,12 +107,14 @@ def test_fp8_kernels(cfg, da, db, instr):
     k = hopper.wgmma_kernel(cfg, da, "bfloat16", False, True, True, True, SCALED, False, False, db)
     c = compile_cubin(k, cc=(9, 0, "a"))
     assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
-    assert f"QGMMA.64x{cfg.bn}x32.F32.{instr}" in c.sass and "HGMMA" not in c.sass
-    assert c.count("QGMMA") == 2 * 4 * (cfg.wg_m // 64)        # (the loop is written two slices a turn)
+    # (a 256-wide tile in two n128 halves)
+    assert f"QGMMA.64x{cfg.promote_n}x32.F32.{instr}" in c.sass and "HGMMA" not in c.sass
+    parts = cfg.bn // cfg.promote_n
+    assert c.count("QGMMA") == 2 * 4 * (cfg.wg_m // 64) * parts     # (the loop is written two slices a turn)
     assert c.count("FADD") >= cfg.acc_regs
 
 
-@pytest.mark.parametrize("cfg", hopper.FP8_CONFIGS[:2], ids=lambda c: f"{c.bm}x{c.bn}")
+@pytest.mark.parametrize("cfg", hopper.FP8_CONFIGS[:3], ids=lambda c: f"{c.bm}x{c.bn}")
 @pytest.mark.parametrize("split", [False, True])
 def test_fp8_block_scaled_kernels(cfg, split):
     # block-wise scales: each slice's sum multiplied into the fp32 accumulators (FFMA, one per
@@ -122,7 +124,7 @@ def test_fp8_block_scaled_kernels(cfg, split):
                             not split, epi, split)
     c = compile_cubin(k, cc=(9, 0, "a"))
     assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
-    assert c.count("QGMMA") == 4 * (cfg.wg_m // 64) and c.count("FFMA") >= cfg.acc_regs
+    assert c.count("QGMMA") == 4 * (cfg.wg_m // 64) * cfg.bn // cfg.promote_n and c.count("FFMA") >= cfg.acc_regs
     assert c.count("LDG") >= 3
 
 
