@@ -859,6 +859,14 @@ def _gather_step(x, which: int, region: int, dev, total: int):
     return step, replace(x, ld=ld, ptr=0, trans=which == 1)
 
 
+def _scaled_pool(cfgs, scales):
+    """The configurations fp8 inputs with ``scales`` choose from: with block-wise ones, the tiles
+    whose promoted columns fall in scale_b's 128-column blocks as a whole (no select per add)."""
+    if scales == "block":
+        return [c for c in cfgs if c.promote_n % 128 == 0] or list(cfgs)
+    return list(cfgs)
+
+
 def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, splits=None, fp8_cfgs=()):
     """A rung's planner: its configuration (of several, with ``split``: and the K splits, the
     pair ``pick_config`` chooses for the problem), kernel, tensor maps and grid. ``readable``:
@@ -886,6 +894,7 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
         if fp8 and epi.scales is None:
             raise ValueError("fp8 inputs need their scales: gemm(a, b, scale_a=..., scale_b=...) (float32 "
                              "device arrays: one value each, or block-wise (M, K/128) and (K/128, N/128))")
+        pool = _scaled_pool(pool, epi.scales)
         # the cost model's K: 16-bit elements of the same bytes (a 128-byte slice's math takes as
         # long in every type: fp8 runs twice, tf32 half as many flops a clock as 16-bit)
         keq = cdiv(kk * a.itemsize, 2)
@@ -1018,9 +1027,9 @@ def _kernels(cfgs, top: bool, fp8_cfgs=()):
         out = [repack.gather_kernel(t, 1) for t in (False, True)]
         for epi, part in ((SCALED, PLAIN), (BLOCK_SCALED, BLOCK_SCALES)):
             out += [wgmma_kernel(cfg, dtype, o, False, True, vc, tc, epi)
-                    for cfg in pool for vc, tc in stores(cfg) for o in outs]
+                    for cfg in _scaled_pool(pool, epi.scales) for vc, tc in stores(cfg) for o in outs]
             out += [wgmma_kernel(cfg, dtype, "float32", False, True, True, False, part, True)
-                    for cfg in pool if cfg.persistent]
+                    for cfg in _scaled_pool(pool, epi.scales) if cfg.persistent]
             out += [fixup.fixup_kernel(o, epi) for o in outs]
         return out
 

@@ -183,10 +183,12 @@ def test_fp8_configuration_rules():
     from numba_tc import hopper
     r7 = hopper.RUNG7
     assert r7.k_slice(2) == 64 and r7.k_slice(1) == 128
-    for cfg in hopper.FP8_CONFIGS:                       # promoted: both sets fit the consumers' 232
-        assert cfg.promote and cfg.local_regs == 2 * cfg.acc_regs <= cfg.regs[1] - 24
-    with pytest.raises(ConfigError, match="too few"):    # two sets of 128x256's do not
-        r7.replace(promote=True)
+    for cfg in hopper.FP8_CONFIGS:      # promoted: both sets fit the consumers' 232 (a 256-wide tile
+        # sums a slice over one n128 half at a time)
+        assert cfg.promote and cfg.local_regs == cfg.acc_regs * (cfg.bn + cfg.promote_n) // cfg.bn <= cfg.regs[1] - 24
+    assert r7.replace(promote=True).promote_n == 128 and r7.replace(bn=192, promote=True).promote_n == 192
+    with pytest.raises(ConfigError, match="too few"):
+        r7.replace(promote=True, regs=(40, 208))
     with pytest.raises(ConfigError, match="producer"):
         WgmmaConfig(bm=64, bn=64, promote=True)
 
