@@ -6,7 +6,7 @@ NaN-poisoned outputs) at each shape. ``--block``: block-wise scales (a by 1x128,
 per-tensor scales of the same matrices (issue 20's reference). ``--kernels``: the kernels
 ``_scaled_mm`` runs (torch.profiler), their tile in the name.
 
-    python benchmarks/ab_fp8.py [--shapes 4096,4096,4096 8192,8192,8192] [--block] [--kernels]
+    python benchmarks/ab_fp8.py [--shapes 4096,4096,4096 8192,8192,8192] [--block] [--also SPEC ..] [--kernels]
 """
 from __future__ import annotations
 
@@ -20,13 +20,17 @@ from numba_tc import bench, hopper
 from features import quantize8, _rel
 
 
-def candidates(block: bool):
+def candidates(block: bool, also=()):
+    """{name: variant}: ``hopper`` and fixed tiles; ``also``: more, each "key=value,..." of
+    ``hopper.RUNG7.replace`` (e.g. "bn=192,promote=1,max_stages=5,epi_boxes=1")."""
     r7 = hopper.RUNG7
     cands = {"hopper": "hopper"}
     tiles = [("128x192 promoted", r7.replace(bn=192, promote=True)),
              ("128x256 promoted (halves)", r7.replace(promote=True))]
     if not block:
         tiles.append(("128x256 unpromoted", r7))
+    for spec in also:
+        tiles.append((spec, r7.replace(**{k: int(v) for k, v in (kv.split("=") for kv in spec.split(","))})))
     for name, cfg in tiles:
         cands[name] = numba_tc.variant_from(cfg, "ab" + str(len(cands)), splits=1)
     return cands
@@ -62,11 +66,12 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--shapes", nargs="+", default=["4096,4096,4096", "8192,8192,8192"])
     p.add_argument("--block", action="store_true", help="block-wise scales")
+    p.add_argument("--also", nargs="*", default=[], help='more tiles: "key=value,..." of RUNG7.replace')
     p.add_argument("--kernels", action="store_true", help="print the kernels _scaled_mm runs, and stop")
     args = p.parse_args()
     if args.kernels:
         return kernels(args.shapes)
-    cands = candidates(args.block)
+    cands = candidates(args.block, args.also)
     for shape in args.shapes:
         m, n, k = map(int, shape.split(","))
         a, b, sa, sb, want, refs = inputs(m, n, k, args.block)

@@ -448,10 +448,10 @@ def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None):
         if BLOCK is not None:
             sc = load_scales(k0, row, bn0, lane, ep)
         t = 0
-        while t < ktiles:          # (per-tensor: two slices a turn, measured faster than one)
+        while t < ktiles:          # (two slices a turn: measured faster than one)
             s, ph, sc = step(pacc, sbase, bars, s, ph, t, ktiles, a_row0, lane, k0, row, bn0, ep, sc)
             t += 1
-            if BLOCK is None and t < ktiles:
+            if t < ktiles:
                 s, ph, sc = step(pacc, sbase, bars, s, ph, t, ktiles, a_row0, lane, k0, row, bn0, ep, sc)
                 t += 1
         return s, ph
@@ -859,7 +859,7 @@ def _gather_step(x, which: int, region: int, dev, total: int):
     return step, replace(x, ld=ld, ptr=0, trans=which == 1)
 
 
-def _scaled_pool(cfgs, scales):
+def scaled_pool(cfgs, scales):
     """The configurations fp8 inputs with ``scales`` choose from: with block-wise ones, the tiles
     whose promoted columns fall in scale_b's 128-column blocks as a whole (no select per add)."""
     if scales == "block":
@@ -894,7 +894,7 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
         if fp8 and epi.scales is None:
             raise ValueError("fp8 inputs need their scales: gemm(a, b, scale_a=..., scale_b=...) (float32 "
                              "device arrays: one value each, or block-wise (M, K/128) and (K/128, N/128))")
-        pool = _scaled_pool(pool, epi.scales)
+        pool = scaled_pool(pool, epi.scales)
         # the cost model's K: 16-bit elements of the same bytes (a 128-byte slice's math takes as
         # long in every type: fp8 runs twice, tf32 half as many flops a clock as 16-bit)
         keq = cdiv(kk * a.itemsize, 2)
@@ -1027,9 +1027,9 @@ def _kernels(cfgs, top: bool, fp8_cfgs=()):
         out = [repack.gather_kernel(t, 1) for t in (False, True)]
         for epi, part in ((SCALED, PLAIN), (BLOCK_SCALED, BLOCK_SCALES)):
             out += [wgmma_kernel(cfg, dtype, o, False, True, vc, tc, epi)
-                    for cfg in _scaled_pool(pool, epi.scales) for vc, tc in stores(cfg) for o in outs]
+                    for cfg in scaled_pool(pool, epi.scales) for vc, tc in stores(cfg) for o in outs]
             out += [wgmma_kernel(cfg, dtype, "float32", False, True, True, False, part, True)
-                    for cfg in _scaled_pool(pool, epi.scales) if cfg.persistent]
+                    for cfg in scaled_pool(pool, epi.scales) if cfg.persistent]
             out += [fixup.fixup_kernel(o, epi) for o in outs]
         return out
 

@@ -114,7 +114,8 @@ def test_fp8_kernels(cfg, da, db, instr):
     assert c.count("FADD") >= cfg.acc_regs
 
 
-@pytest.mark.parametrize("cfg", hopper.FP8_CONFIGS[:3], ids=lambda c: f"{c.bm}x{c.bn}")
+@pytest.mark.parametrize("cfg", hopper.scaled_pool(hopper.FP8_CONFIGS, "block"),
+                         ids=lambda c: f"{c.bm}x{c.bn}_cluster{c.cluster}")
 @pytest.mark.parametrize("split", [False, True])
 def test_fp8_block_scaled_kernels(cfg, split):
     # block-wise scales: each slice's sum multiplied into the fp32 accumulators (FFMA, one per
@@ -124,7 +125,8 @@ def test_fp8_block_scaled_kernels(cfg, split):
                             not split, epi, split)
     c = compile_cubin(k, cc=(9, 0, "a"))
     assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
-    assert c.count("QGMMA") == 4 * (cfg.wg_m // 64) * cfg.bn // cfg.promote_n and c.count("FFMA") >= cfg.acc_regs
+    assert c.count("QGMMA") == 2 * 4 * (cfg.wg_m // 64) * cfg.bn // cfg.promote_n   # (two slices a turn)
+    assert c.count("FFMA") >= cfg.acc_regs and c.count("FSEL") == 0
     assert c.count("LDG") >= 3
 
 
