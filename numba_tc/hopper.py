@@ -404,6 +404,7 @@ def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None):
     advance = _advancer(S)
     release = _releaser(CL)
     P = NACC // PARTS
+    TWO_A_TURN = BLOCK is None or CL == 1       # (block-wise in a cluster's split-K kernel: it spilled)
 
     @device
     def add_one(i, pacc, base):
@@ -451,7 +452,7 @@ def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None):
         while t < ktiles:          # (two slices a turn: measured faster than one)
             s, ph, sc = step(pacc, sbase, bars, s, ph, t, ktiles, a_row0, lane, k0, row, bn0, ep, sc)
             t += 1
-            if t < ktiles:
+            if TWO_A_TURN and t < ktiles:
                 s, ph, sc = step(pacc, sbase, bars, s, ph, t, ktiles, a_row0, lane, k0, row, bn0, ep, sc)
                 t += 1
         return s, ph
