@@ -1,11 +1,14 @@
 """Block-scaled fp8 launches for compute-sanitizer: ragged M, N and K (a partial last K block),
-a K sliced to whole blocks (strided scales), and a split-K one (128x256x16384).
+a K sliced to whole blocks (strided scales), and a split-K one (128x256x16384); then every
+promoted tile ``hopper`` can pick, forced, per-tensor and block-wise, whole and split-K, on a
+ragged shape (the 256-wide tile's halves: N = 777 leaves its last tile's right half past C's edge).
 
     compute-sanitizer --tool memcheck --report-api-errors no python benchmarks/check_fp8_block.py
 """
 import torch
 
 import numba_tc
+from numba_tc import hopper
 
 a, sa = numba_tc.fp8.quantize(torch.randn(300, 1000, device="cuda"), "e4m3", block=(1, 128))
 w, sw = numba_tc.fp8.quantize(torch.randn(520, 1000, device="cuda"), "e4m3", block=(128, 128))
@@ -14,5 +17,14 @@ numba_tc.gemm(a[:, :896], w.t()[:896], scale_a=sa[:, :7], scale_b=sw.t()[:7], ou
 a2, s2 = numba_tc.fp8.quantize(torch.randn(128, 16384, device="cuda"), "e4m3", block=(1, 128))
 w2, t2 = numba_tc.fp8.quantize(torch.randn(256, 16384, device="cuda"), "e4m3", block=(128, 128))
 numba_tc.gemm(a2, w2.t(), scale_a=s2, scale_b=t2.t())
+a3, s3 = numba_tc.fp8.quantize(torch.randn(1000, 1000, device="cuda"), "e4m3", block=(1, 128))
+w3, t3 = numba_tc.fp8.quantize(torch.randn(777, 1000, device="cuda"), "e4m3", block=(128, 128))
+a4, s4 = numba_tc.fp8.quantize(torch.randn(1000, 1000, device="cuda"), "e4m3")
+w4, t4 = numba_tc.fp8.quantize(torch.randn(777, 1000, device="cuda"), "e4m3")
+for i, cfg in enumerate(hopper.FP8_CONFIGS):
+    for splits in (1, 3):
+        v = numba_tc.variant_from(cfg, f"sanitize{i}_{splits}", splits=splits)
+        numba_tc.gemm(a3, w3.t(), v, scale_a=s3, scale_b=t3.t())
+        numba_tc.gemm(a4, w4.t(), v, scale_a=s4, scale_b=t4, out_dtype="float32")
 torch.cuda.synchronize()
 print("ok")

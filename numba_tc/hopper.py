@@ -48,7 +48,8 @@ read by wgmma's k32 fp8 or k8 tf32 instructions, which take k-major operands onl
 copied k-major first (``repack.gather_kernel``). fp32 operands are loaded by TMA as TFLOAT32,
 which rounds them to tf32 (to nearest even). fp8 wgmma adds in fewer bits than fp32, so its
 tiles promote: each slice's sum in accumulators of its own, added to fp32 ones
-(``make_promoted_mainloop``); the per-tensor scales are read in the epilogue (``Epilogue.scales``).
+(``make_promoted_mainloop``; a 256-wide tile one n128 half at a time, ``WgmmaConfig.promote_n``);
+the per-tensor scales are read in the epilogue (``Epilogue.scales``).
 """
 from __future__ import annotations
 
