@@ -57,59 +57,64 @@ def takes(a, b, c) -> bool:
     return c.rows <= AUTO_ROWS
 
 
-@kernel_factory
-def gemv_kernel(dtype: str, a_dtype: str, out_dtype: str, ta: bool, tb: bool, va: bool, vb: bool,
-                rows: int, epi=PLAIN):
-    """C = A @ B for 16-bit ``dtype`` B (and A, or float32 A with ``a_dtype`` "float32", read as
-    ``dtype``); ``va``/``vb``: A's/B's rows (A row-major, B k-major for the warp kernel, n-major
-    for the block kernel) start on 16-byte boundaries, so they are read 16 bytes at a time;
-    ``rows``: rows of A per block."""
-    KIND = IN_KIND[dtype]
-    A32 = a_dtype == "float32"
-    VA = va and not ta
-    OUT_K, OUT_ITEM = OUT_CONVERT[out_dtype], ITEMSIZE[out_dtype]
-    EPI = make_epilogue(epi)
-    NACC, NRED, NBW, NBF = rows * 8, CG * rows * 8, 4 * U, 8 * U   # (array sizes: constants of the closure)
+class _Parts:
+    """The device functions both kernels share, for one input type, A layout and epilogue."""
 
-    @device
-    def a_at(A, lda, m, k):
-        """A[m, k] as the product's input type."""
-        i = k * lda + m if ta else m * lda + k
-        if A32:
-            return round_in16(f32_ptr(A)[i], KIND)
-        return ldg_in16(A + 2 * i, KIND)
+    def __init__(self, dtype: str, a_dtype: str, out_dtype: str, ta: bool, va: bool, epi):
+        KIND = IN_KIND[dtype]
+        A32 = a_dtype == "float32"
+        VA = va and not ta
+        OUT_K, OUT_ITEM = OUT_CONVERT[out_dtype], ITEMSIZE[out_dtype]
+        EPI = make_epilogue(epi)
 
-    @device
-    def dot8(A, lda, m, k, bf, o, aw):
-        """A[m, k:k+8] . bf[o:o+8]."""
-        s = float32(0)
-        if VA and A32:
-            pa = f32_ptr(A)
-            for h in range(2):
-                x = load_f32x4(pa, m * lda + k + 4 * h)
-                for e in range(4):
-                    s += round_in16(x[e], KIND) * bf[o + 4 * h + e]
-        elif VA:
-            ldg_v4u32(ptr(aw), 0, A + 2 * (m * lda + k))
+        @device
+        def a_at(A, lda, m, k):
+            """A[m, k] as the product's input type."""
+            i = k * lda + m if ta else m * lda + k
+            if A32:
+                return round_in16(f32_ptr(A)[i], KIND)
+            return ldg_in16(A + 2 * i, KIND)
+
+        @device
+        def dot8(A, lda, m, k, bf, o, aw):
+            """A[m, k:k+8] . bf[o:o+8]."""
+            s = float32(0)
+            if VA and A32:
+                pa = f32_ptr(A)
+                for h in range(2):
+                    x = load_f32x4(pa, m * lda + k + 4 * h)
+                    for e in range(4):
+                        s += round_in16(x[e], KIND) * bf[o + 4 * h + e]
+            elif VA:
+                ldg_v4u32(ptr(aw), 0, A + 2 * (m * lda + k))
+                for e in range(8):
+                    s += in16_f32(aw[e >> 1], e & 1, KIND) * bf[o + e]
+            else:
+                for e in range(8):
+                    s += a_at(A, lda, m, k + e) * bf[o + e]
+            return s
+
+        @device
+        def unpack8(bf, o, bw, wo):
             for e in range(8):
-                s += in16_f32(aw[e >> 1], e & 1, KIND) * bf[o + e]
-        else:
-            for e in range(8):
-                s += a_at(A, lda, m, k + e) * bf[o + e]
-        return s
+                bf[o + e] = in16_f32(bw[wo + (e >> 1)], e & 1, KIND)
 
-    @device
-    def unpack8(bf, o, bw, wo):
-        for e in range(8):
-            bf[o + e] = in16_f32(bw[wo + (e >> 1)], e & 1, KIND)
+        @device
+        def out(C, ldc, M, N, m, n, v, ep):
+            if m < M and n < N:
+                stg_out1(C + OUT_ITEM * (m * ldc + n), EPI(v, m, n, ep), OUT_K)
 
-    @device
-    def out(C, ldc, M, N, m, n, v, ep):
-        if m < M and n < N:
-            stg_out1(C + OUT_ITEM * (m * ldc + n), EPI(v, m, n, ep), OUT_K)
+        self.kind, self.a_at, self.dot8, self.unpack8, self.out = KIND, a_at, dot8, unpack8, out
 
-    # (the loops over rows and over a thread's U loads are written out by ``unrolled``: a loop
-    # left rolled would index the register arrays at run time, which puts them in local memory)
+
+# (the loops over rows and over a thread's U loads are written out by ``unrolled``: a loop left
+# rolled would index the register arrays at run time, which puts them in local memory)
+
+def _columns(parts: _Parts, vb: bool, rows: int, values: int):
+    """k-major B: warp w of block x takes column x * WARPS + w; lane l, k = 8 l, 8 l + 256, ..."""
+    KIND, a_at, dot8, unpack8, out = parts.kind, parts.a_at, parts.dot8, parts.unpack8, parts.out
+    NBW, NBF = 4 * U, 8 * U
+
     @device
     def dot_row(r, acc, bf, o, aw, A, lda, m0, M, k):
         if m0 + r < M:
@@ -131,7 +136,6 @@ def gemv_kernel(dtype: str, a_dtype: str, out_dtype: str, ta: bool, tb: bool, va
     column_steps = unrolled(column_step, U)
 
     def gemv_columns(A, B, C, M, N, K, lda, ldb, ldc, ep):
-        """k-major B: warp w of block x takes column x * WARPS + w; lane l, k = 8 l, 8 l + 256, ..."""
         acc = cuda.local.array(rows, float32)
         bw = cuda.local.array(NBW, uint32)
         bf = cuda.local.array(NBF, float32)
@@ -157,6 +161,15 @@ def gemv_kernel(dtype: str, a_dtype: str, out_dtype: str, ta: bool, tb: bool, va
                 v += cuda.shfl_xor_sync(0xFFFFFFFF, v, 16 >> i)
             if lane == r:
                 out(C, ldc, M, N, m0 + r, n, v, ep)
+
+    return kernel(gemv_columns, ("i64",) * 9, launch_bounds=(32 * WARPS, 1), values=values)
+
+
+def _chunks(parts: _Parts, vb: bool, rows: int, values: int):
+    """n-major B: thread t of block x takes columns x * 8 * CG + 8 * (t % CG) .. + 8, for
+    k = t // CG, + KG, ..."""
+    KIND, a_at, unpack8, out = parts.kind, parts.a_at, parts.unpack8, parts.out
+    NACC, NRED, NBW, NBF = rows * 8, CG * rows * 8, 4 * U, 8 * U   # (array sizes: constants of the closure)
 
     @device
     def fma_row(r, acc, bf, o, A, lda, m0, M, k):
@@ -187,8 +200,6 @@ def gemv_kernel(dtype: str, a_dtype: str, out_dtype: str, ta: bool, tb: bool, va
     chunk_steps = unrolled(chunk_step, U)
 
     def gemv_chunks(A, B, C, M, N, K, lda, ldb, ldc, ep):
-        """n-major B: thread t of block x takes columns x * 8 * CG + 8 * (t % CG) .. + 8, for
-        k = t // CG, + KG, ..."""
         acc = cuda.local.array(NACC, float32)
         bw = cuda.local.array(NBW, uint32)
         bf = cuda.local.array(NBF, float32)
@@ -219,9 +230,18 @@ def gemv_kernel(dtype: str, a_dtype: str, out_dtype: str, ta: bool, tb: bool, va
             c, i = tid // NACC, tid % NACC
             out(C, ldc, M, N, m0 + i // 8, cuda.blockIdx.x * 8 * CG + 8 * c + i % 8, s, ep)
 
-    if tb:
-        return kernel(gemv_columns, ("i64",) * 9, launch_bounds=(32 * WARPS, 1), values=len(epi.slots()))
-    return kernel(gemv_chunks, ("i64",) * 9, launch_bounds=(NT, 1), values=len(epi.slots()))
+    return kernel(gemv_chunks, ("i64",) * 9, launch_bounds=(NT, 1), values=values)
+
+
+@kernel_factory
+def gemv_kernel(dtype: str, a_dtype: str, out_dtype: str, ta: bool, tb: bool, va: bool, vb: bool,
+                rows: int, epi=PLAIN):
+    """C = A @ B for 16-bit ``dtype`` B (and A, or float32 A with ``a_dtype`` "float32", read as
+    ``dtype``); ``va``/``vb``: A's/B's rows (A row-major, B k-major for the warp kernel, n-major
+    for the block kernel) start on 16-byte boundaries, so they are read 16 bytes at a time;
+    ``rows``: rows of A per block. ``tb`` (B k-major) takes ``_columns``, else ``_chunks``."""
+    parts = _Parts(dtype, a_dtype, out_dtype, ta, va, epi)
+    return (_columns if tb else _chunks)(parts, vb, rows, len(epi.slots()))
 
 
 def rows_for(m: int) -> int:

@@ -229,3 +229,22 @@ def test_no_import_circle():
     for m in graph:
         if m not in state:
             visit(m, [])
+
+
+def test_functions_are_short():
+    """Issue 23's rule for the package: no function (a factory with the device functions it
+    closes over counts whole) longer than 100 lines or taking more than 16 parameters."""
+    pkg = os.path.join(ROOT, "numba_tc")
+    long = []
+    for f in sorted(os.listdir(pkg)):
+        if f.endswith(".py"):
+            for node in ast.walk(ast.parse(open(os.path.join(pkg, f)).read())):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                    a = node.args
+                    params = (len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs)
+                              + (a.vararg is not None) + (a.kwarg is not None))
+                    lines = node.end_lineno - node.lineno + 1
+                    if params > 16 or lines > 100:
+                        long.append(f"{f}:{node.lineno} {getattr(node, 'name', 'lambda')}: "
+                                    f"{lines} lines, {params} parameters")
+    assert not long, long
