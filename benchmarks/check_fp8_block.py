@@ -1,7 +1,9 @@
 """Block-scaled fp8 launches for compute-sanitizer: ragged M, N and K (a partial last K block),
 a K sliced to whole blocks (strided scales), and a split-K one (128x256x16384); then every
 promoted tile ``hopper`` can pick, forced, per-tensor and block-wise, whole and split-K, on a
-ragged shape (the 256-wide tile's halves: N = 777 leaves its last tile's right half past C's edge).
+ragged shape (the 256-wide tile's halves: N = 777 leaves its last tile's right half past C's edge);
+then per-tensor products in every layout, through the transposing copy (whole tiles 16 bytes an
+access, edge tiles and unaligned sources element-wise).
 
     compute-sanitizer --tool memcheck --report-api-errors no python benchmarks/check_fp8_block.py
 """
@@ -26,5 +28,11 @@ for i, cfg in enumerate(hopper.FP8_CONFIGS):
         v = numba_tc.variant_from(cfg, f"sanitize{i}_{splits}", splits=splits)
         numba_tc.gemm(a3, w3.t(), v, scale_a=s3, scale_b=t3.t())
         numba_tc.gemm(a4, w4.t(), v, scale_a=s4, scale_b=t4, out_dtype="float32")
+for m, n, k in ((1000, 777, 1000), (256, 512, 1024), (37, 300, 4100), (128, 200, 136)):
+    for ta in (False, True):
+        for tb in (False, True):
+            x, sx = numba_tc.fp8.quantize(torch.randn(k, m, device="cuda") if ta else torch.randn(m, k, device="cuda"), "e4m3")
+            y, sy = numba_tc.fp8.quantize(torch.randn(n, k, device="cuda") if tb else torch.randn(k, n, device="cuda"), "e4m3")
+            numba_tc.gemm(x.t() if ta else x, y.t() if tb else y, scale_a=sx, scale_b=sy)
 torch.cuda.synchronize()
 print("ok")

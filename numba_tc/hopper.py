@@ -856,7 +856,7 @@ def _gather_step(x, which: int, region: int, dev, total: int):
 
     def args(ws, pa, pb, pc, *ep):
         return ((pa, pb)[which], ws + region, lines, width, s_i, s_j, ld)
-    step = Step(k, repack.grid_tiles(lines, width), repack.THREADS, args, fn=driver.load(k, dev), workspace=total,
+    step = Step(k, repack.grid_tiles(lines, width, x.itemsize), repack.THREADS, args, fn=driver.load(k, dev), workspace=total,
                 label=f"{'transpose' if x.trans != (which == 1) else 'repack'} {'ab'[which]}")
     return step, replace(x, ld=ld, ptr=0, trans=which == 1)
 
@@ -1026,7 +1026,7 @@ def _kernels(cfgs, top: bool, fp8_cfgs=()):
         k-major after the copy."""
         outs = ("bfloat16", "float16", "float32")
         pool = fp8_cfgs or cfgs
-        out = [repack.gather_kernel(t, 1) for t in (False, True)]
+        out = repack.gather_kernels(1)
         for epi, part in ((SCALED, PLAIN), (BLOCK_SCALED, BLOCK_SCALES)):
             out += [wgmma_kernel(cfg, dtype, o, False, True, vc, tc, epi)
                     for cfg in scaled_pool(pool, epi.scales) for vc, tc in stores(cfg) for o in outs]
@@ -1037,7 +1037,7 @@ def _kernels(cfgs, top: bool, fp8_cfgs=()):
 
     def kernels32():
         """tf32 (float32 arrays): float32 out, always k-major after the copy."""
-        out = [repack.gather_kernel(t, 4, v) for t, v in ((False, False), (True, False), (True, True))]
+        out = repack.gather_kernels(4)
         out += [wgmma_kernel(cfg, "tf32", "float32", False, True, vc, tc) for cfg in cfgs for vc, tc in stores(cfg)]
         out += [wgmma_kernel(cfg, "tf32", "float32", False, True, True, False, PLAIN, True)
                 for cfg in cfgs if cfg.persistent]

@@ -54,6 +54,8 @@ MMA_SIGNATURES = {
     "ldg_u32": _U32(_I64),
     "ldg_in16": _F32(_I64, _I32),
     "ldg_v4u32": _I32(_FRAG, _I32, _I64),
+    "stg_v4u32": _I32(_I64, _FRAG, _I32),
+    "prmt": _U32(_U32, _U32, _U32),
     "in16_f32": _F32(_U32, _I32, _I32),
     "round_in16": _F32(_F32, _I32),
     "tanh_approx": _F32(_F32),

@@ -11,15 +11,15 @@ copy's.
 """
 from __future__ import annotations
 
-from numba import cuda, float32, int64, uint8
+from numba import cuda, float32, int64, uint8, uint32
 
 from .intrinsics import device_array, f32_ptr, ptr
-from .jit import kernel, kernel_factory
+from .jit import device, kernel, kernel_factory
 from .layout import ITEMSIZE, ROW_BYTES
-from .primitives import ldg_f32x4, ldg_in16, stg_f32x4, stg_out1
+from .primitives import ldg_f32x4, ldg_in16, ldg_v4u32, prmt, stg_f32x4, stg_out1, stg_v4u32
 from .schedule import cdiv
 
-__all__ = ["repack_kernel", "gather_kernel", "pitch", "grid", "grid_tiles", "vector_ok", "THREADS", "VEC", "TILE"]
+__all__ = ["repack_kernel", "gather_kernel", "pitch", "grid", "grid_tiles", "vector_ok", "gather_kernels", "THREADS", "VEC", "TILE"]
 
 THREADS = 256
 VEC = 8                                     # elements a thread copies
@@ -58,19 +58,20 @@ def repack_kernel(dtype: str):
     return kernel(repack, ("i64",) * 6)
 
 
-TILE = 64                                   # the transposing copy's tile: TILE x TILE elements per block
+TILE = {1: 128, 4: 64}                      # the transposing copy's tile: TILE x TILE elements per block,
+                                            # by element size (16 KiB of fp8, 16 KiB of fp32)
 _WORD = {1: uint8, 4: float32}              # the elements it moves (fp32: bits moved, never computed)
 
 
-def grid_tiles(lines: int, width: int) -> int:
-    return max(1, cdiv(lines, TILE) * cdiv(width, TILE))
+def grid_tiles(lines: int, width: int, item: int) -> int:
+    t = TILE[item]
+    return max(1, cdiv(lines, t) * cdiv(width, t))
 
 
 def vector_ok(ptr: int, stride: int, item: int) -> bool:
-    """Whether ``gather_kernel``'s 16-byte accesses may read this source: fp32 elements, the base
-    and every line along its contiguous dimension 16-byte aligned (``stride``: elements between
-    lines)."""
-    return item == 4 and ptr % 16 == 0 and (stride * item) % 16 == 0
+    """Whether ``gather_kernel``'s 16-byte accesses may read this source: the base and every
+    line along its contiguous dimension 16-byte aligned (``stride``: elements between lines)."""
+    return item in _WORD and ptr % 16 == 0 and (stride * item) % 16 == 0
 
 
 @kernel_factory
@@ -80,13 +81,14 @@ def gather_kernel(trans: bool, item: int, vec: bool = False):
     k-major only into rows of K, transposing it where its K is not the contiguous dimension
     (``trans``: the source is contiguous along i, ``s_i`` == 1). Each block moves a TILE x TILE
     tile through shared memory, read along the source's contiguous dimension and written along
-    dst's rows: both coalesced. ``vec`` (transposing fp32 sources ``vector_ok`` allows): whole
-    tiles move 16 bytes an access, four elements of a row of the tile. (A copy that does not
-    transpose is one of rows TMA cannot read, which are not 16-byte aligned either.)"""
-    T, TP, GROUPS, W = TILE, TILE + 1, THREADS // TILE, _WORD[item]   # TP: rows padded, columns in distinct banks
-    Q = T // 4                                                         # 16-byte pieces of a tile row (vec)
-    if vec and not (trans and item == 4):
-        raise ValueError("16-byte accesses move fp32 elements of a transposing copy only")
+    dst's rows: both coalesced. ``vec`` (transposing sources ``vector_ok`` allows): whole tiles
+    move 16 bytes an access (``_vector_tile``). (A copy that does not transpose is one of rows
+    TMA cannot read, which are not 16-byte aligned either.)"""
+    T, W = TILE[item], _WORD[item]
+    TP, GROUPS = T + 1, THREADS // T                  # TP: rows padded, columns in distinct banks
+    if vec and not trans:
+        raise ValueError("16-byte accesses move the elements of a transposing copy only")
+    vector_tile = _vector_tile(item)
 
     def gather(src, dst, lines, width, s_i, s_j, ld_dst):
         tile = cuda.shared.array((T, TP), W)
@@ -96,19 +98,7 @@ def gather_kernel(trans: bool, item: int, vec: bool = False):
         j0 = int64(cuda.blockIdx.x - bi * tiles_j) * T
         tid = cuda.threadIdx.x
         if vec and i0 + T <= lines and j0 + T <= width:
-            v = cuda.local.array(4, float32)
-            q = tid % Q
-            for p in range(T * Q // THREADS):
-                r = tid // Q + p * (THREADS // Q)
-                ldg_f32x4(ptr(v), f32_ptr(src), (i0 + 4 * q) + (j0 + r) * s_j)    # 4 of i (contiguous) at j0 + r
-                for e in range(4):
-                    tile[r, 4 * q + e] = v[e]
-            cuda.syncthreads()
-            for p in range(T * Q // THREADS):
-                r = tid // Q + p * (THREADS // Q)
-                for e in range(4):
-                    v[e] = tile[4 * q + e, r]
-                stg_f32x4(f32_ptr(dst), (i0 + r) * ld_dst + j0 + 4 * q, ptr(v))
+            vector_tile(tile, src, dst, i0, j0, s_j, ld_dst)
             return
         fast = tid & (T - 1)
         g = tid // T
@@ -126,3 +116,70 @@ def gather_kernel(trans: bool, item: int, vec: bool = False):
                 d[i * ld_dst + j] = tile[fast, r]
 
     return kernel(gather, ("i64",) * 7)
+
+
+def gather_kernels(item: int) -> list:
+    """Every copy of ``item``-byte elements a planner can pick (ahead-of-time compiles)."""
+    return [gather_kernel(t, item, v) for t, v in ((False, False), (True, False), (True, True))]
+
+
+def _vector_tile(item: int):
+    """The device function moving one whole TILE x TILE tile of a transposing copy 16 bytes an
+    access: E elements of a source line (contiguous along i) per load, E of a dst row per store.
+    fp32 elements go through shared memory as they are. fp8 ones as 32-bit words: a thread loads
+    16 bytes of each of 4 lines, transposes the 4 x 4 blocks of bytes in registers (``prmt``) and
+    stores words holding one element of the 4 lines; a dst row's 16 bytes are then 4 words."""
+    T = TILE[item]
+    E = 16 // item                      # elements in 16 bytes
+    Q = T // E                          # 16-byte pieces of a tile row
+    PIECES = T * Q // THREADS           # pieces a thread moves each way
+    STEP = THREADS // Q                 # tile rows between a thread's pieces
+
+    @device
+    def vector_f32(tile, src, dst, i0, j0, s_j, ld_dst):
+        tid = cuda.threadIdx.x
+        q = tid % Q
+        v = cuda.local.array(4, float32)
+        for p in range(PIECES):
+            r = tid // Q + p * STEP
+            ldg_f32x4(ptr(v), f32_ptr(src), (i0 + 4 * q) + (j0 + r) * s_j)    # 4 of i (contiguous) at j0 + r
+            for e in range(4):
+                tile[r, 4 * q + e] = v[e]
+        cuda.syncthreads()
+        for p in range(PIECES):
+            r = tid // Q + p * STEP
+            for e in range(4):
+                v[e] = tile[4 * q + e, r]
+            stg_f32x4(f32_ptr(dst), (i0 + r) * ld_dst + j0 + 4 * q, ptr(v))
+
+    TW = T // 4 + 1                     # fp8: words in a row of the word tile (odd)
+
+    @device
+    def vector_u8(tile, src, dst, i0, j0, s_j, ld_dst):
+        words = cuda.shared.array((T, TW), uint32)      # [i][g ^ swz(i)]: element i of lines 4 g .. 4 g + 3
+        tid = cuda.threadIdx.x
+        q = tid % Q                                     # 16 elements of i: 16 q ..
+        g = tid // Q                                    # of lines 4 g .. 4 g + 3 (a warp's load: 4 whole 128-byte rows)
+        swz = 4 * (q >> 1)                              # (rows 32 apart in distinct banks: the column's bits 2-3 flipped)
+        w = cuda.local.array(16, uint32)
+        for p in range(4):
+            ldg_v4u32(ptr(w), 4 * p, src + (i0 + 16 * q) + (j0 + 4 * g + p) * s_j)
+        for h in range(4):                              # a 4 x 4 block of bytes transposed: 8 picks
+            lo01 = prmt(w[h], w[4 + h], 0x5140)
+            hi01 = prmt(w[h], w[4 + h], 0x7362)
+            lo23 = prmt(w[8 + h], w[12 + h], 0x5140)
+            hi23 = prmt(w[8 + h], w[12 + h], 0x7362)
+            i = 16 * q + 4 * h
+            words[i, g ^ swz] = prmt(lo01, lo23, 0x5410)
+            words[i + 1, g ^ swz] = prmt(lo01, lo23, 0x7632)
+            words[i + 2, g ^ swz] = prmt(hi01, hi23, 0x5410)
+            words[i + 3, g ^ swz] = prmt(hi01, hi23, 0x7632)
+        cuda.syncthreads()
+        c = tid % Q
+        for p in range(PIECES):
+            r = tid // Q + p * STEP
+            for e in range(4):
+                w[e] = words[r, (4 * c + e) ^ (4 * (r >> 5))]
+            stg_v4u32(dst + (i0 + r) * ld_dst + j0 + 16 * c, ptr(w), 0)
+
+    return vector_f32 if item == 4 else vector_u8

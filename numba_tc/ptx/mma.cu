@@ -161,6 +161,20 @@ extern "C" __device__ int ldg_v4u32(int* ret, u32* f, int off, i64 gaddr) {
         : "=r"(f[off]), "=r"(f[off + 1]), "=r"(f[off + 2]), "=r"(f[off + 3]) : "l"(gaddr));
     return 0;
 }
+// Bytes of two words picked by a selector (PTX ISA 9.7.8.7 prmt, default mode): result byte i is
+// byte (sel >> 4i) & 7 of the 8 bytes {b, a} (a's bytes 0-3, b's 4-7). Four words' bytes are
+// transposed in four such picks and four more (the fp8 copy's 4 x 4 byte blocks).
+extern "C" __device__ int prmt(u32* ret, u32 a, u32 b, u32 sel) {
+    asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(*ret) : "r"(a), "r"(b), "r"(sel));
+    return 0;
+}
+// Four 32-bit words to 16 bytes of global memory (PTX ISA 9.7.9.9 st, .v4.u32): sixteen fp8
+// elements at once (the transposing copy's rows).
+extern "C" __device__ int stg_v4u32(int* ret, i64 gaddr, const u32* f, int off) {
+    asm volatile("st.global.v4.u32 [%0], {%1,%2,%3,%4};\n"
+                 :: "l"(gaddr), "r"(f[off]), "r"(f[off + 1]), "r"(f[off + 2]), "r"(f[off + 3]) : "memory");
+    return 0;
+}
 // The 16-bit input in the low (hi = 0) or high half of a word, of kind 1 = fp16, 2 = bf16, as
 // fp32 (PTX ISA 9.7.9.21 cvt).
 extern "C" __device__ int in16_f32(float* ret, u32 w, int hi, int kind) {
