@@ -41,6 +41,7 @@ __all__ = ["ROWS", "AUTO_ROWS", "gemv_kernel", "RUNGS", "takes"]
 
 ROWS = 8             # rows of A a block takes
 AUTO_ROWS = 1        # the most rows ``auto`` gives this rung (benchmarks/results/gemv_ab_h100.log)
+AUTO_NMAJOR = 4096 * 4096   # and with B n-major, only a B of fewer elements (gemv_ab_wide_h100.log)
 WARPS = 4            # k-major B: columns (warps) per block
 U = 4                # 16-byte loads of B each thread has in flight
 CG, NT = 2, 256      # n-major B: 8-column chunks per block, threads per block
@@ -52,9 +53,11 @@ IN_KIND = {"float16": 1, "bfloat16": 2}
 
 def takes(a, b, c) -> bool:
     """What ``auto`` gives this rung: at most AUTO_ROWS rows of A (of C, after a column-major C
-    is turned into C^T = B^T A^T). Measured on the H100, its 8-row kernels lose to the tile
-    ladders: they read A once per column of C."""
-    return c.rows <= AUTO_ROWS
+    is turned into C^T = B^T A^T), and an n-major B only below AUTO_NMAJOR elements. Measured on
+    the H100, its 8-row kernels lose to the tile ladders (they read A once per column of C), and
+    so does its n-major kernel from a 4096 x 4096 B up (a block per 16 columns, down all of K:
+    0.53-0.67x cuBLAS where ``hopper`` reads 0.67-0.91), while it wins at GPT-2's sizes."""
+    return c.rows <= AUTO_ROWS and (b.trans or b.rows * b.cols < AUTO_NMAJOR)
 
 
 class _Parts:

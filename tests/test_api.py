@@ -107,6 +107,23 @@ def test_auto_gives_a_few_rows_to_gemv_and_more_to_the_tile_ladders(cc):
 
 
 @pytest.mark.skipif(SIM, reason="the simulator runs only the SIMT ladder")
+def test_auto_gives_one_row_to_gemv_only_below_a_large_n_major_b():
+    """One row with an n-major B goes to ``gemv`` below ``gemv.AUTO_NMAJOR`` elements of B (GPT-2's
+    layers) and to ``hopper`` from there (its kernel loses there: gemv_ab_wide_h100.log); with a
+    k-major B, to ``gemv`` at any size."""
+    from numba_tc import gemv
+    cands = api.candidates("auto", "bfloat16", "bfloat16", (9, 0))
+    for k, n, want_n in ((768, 3072, "gemv"), (4096, 4095, "gemv"), (4096, 4096, "hopper"), (8192, 8192, "hopper")):
+        assert (k * n < gemv.AUTO_NMAJOR) == (want_n == "gemv")
+        a = arrays.Matrix(None, 1, k, k, False, "bfloat16", 1024)
+        c = arrays.Matrix(None, 1, n, n, False, "bfloat16", 1024)
+        b_n = arrays.Matrix(None, k, n, n, False, "bfloat16", 1024)
+        b_k = arrays.Matrix(None, k, n, k, True, "bfloat16", 1024)
+        assert api.pick(cands, a, b_n, c, named=False).name == want_n, (k, n)
+        assert api.pick(cands, a, b_k, c, named=False).name == "gemv", (k, n)
+
+
+@pytest.mark.skipif(SIM, reason="the simulator runs only the SIMT ladder")
 def test_auto_takes_operands_tma_cannot_read_to_hopper():
     """Rows that are not 16-byte aligned cannot be read by TMA: "auto"'s choice, ``hopper``,
     copies them to a pitch it can; a named lower Hopper rung says why it cannot run."""
