@@ -123,7 +123,7 @@ MUTANTS = [
       [("    cu = _CU or _cu()\n    if cluster == 1:", "    cu = _CU or _cu()\n    stream = 0\n    if cluster == 1:")],
       ["tests/test_gpu_streams.py"], extra=["-k", "not hopper"]),
     M("skip one mbarrier wait (consumer, full barrier)", "gpu", "numba_tc/hopper.py",
-      [("        mbar_wait(full, ph)\n        wgmma_fence()", "        wgmma_fence()")],
+      [("        mbar_wait(full, ph)\n        issue(pacc, stage, a_row0, 0)", "        issue(pacc, stage, a_row0, 0)")],
       ["tests/test_gpu_races.py"], extra=["-k", "hopper and wgmma_ws and 2056"]),
     M("producer overwrites a stage before it is released (empty wait dropped)", "gpu", "numba_tc/hopper.py",
       [("            mbar_wait(bars + 8 * (S + s), ph ^ 1)\n", "")],
