@@ -400,8 +400,9 @@ def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None):
     keep a group of the same consumer in flight during the add measured slower:
     benchmarks/NOTES.md, sessions 16 and 17.) ``PARTS`` = 2 (a 256-wide tile, one m64 block):
     the slice is issued and added in two n128 halves in turn (A read from shared memory for
-    each: loading it into registers once, for wgmma's register-A form, measured slower). With block-wise scales (``BLOCK``: ``_block_scaler``'s (BN,
-    SLOT)) the add multiplies by the slice's scales, loaded a slice ahead."""
+    each: loading it into registers once, for wgmma's register-A form, measured slower). With
+    block-wise scales (``BLOCK``: ``_block_scaler``'s (BN, SLOT)) the add multiplies by the
+    slice's scales, loaded a slice ahead."""
     advance = _advancer(S)
     release = _releaser(CL)
     P = NACC // PARTS

@@ -153,9 +153,12 @@ def _vector_tile(item: int):
             stg_f32x4(f32_ptr(dst), (i0 + r) * ld_dst + j0 + 4 * q, ptr(v))
 
     TW = T // 4 + 1                     # fp8: words in a row of the word tile (odd)
+    if item == 1 and THREADS != (T // 4) * Q:
+        raise ValueError("the fp8 tile's threads: one per 4 lines x 16 bytes")
 
     @device
     def vector_u8(tile, src, dst, i0, j0, s_j, ld_dst):
+        # (``tile``, the element-wise path's bytes, is not used: words go through a tile of their own)
         words = cuda.shared.array((T, TW), uint32)      # [i][g ^ swz(i)]: element i of lines 4 g .. 4 g + 3
         tid = cuda.threadIdx.x
         q = tid % Q                                     # 16 elements of i: 16 q ..
