@@ -193,7 +193,9 @@ def _copy(dst: str):
 def _pytest(root: str, m: Mutant, timeout: int):
     args = [sys.executable, "-m", "pytest", "-x", "-q", "-rf", "-p", "no:cacheprovider",
             *m.tests, *m.extra]
-    env = dict(os.environ, PYTHONPATH=root, PYTHONDONTWRITEBYTECODE="1")
+    # the copy first, then what the caller's path held (packages carried in, e.g. a --target dir)
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, PYTHONPATH=path, PYTHONDONTWRITEBYTECODE="1")
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     t0 = time.time()
     try:
