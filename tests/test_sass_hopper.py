@@ -151,8 +151,8 @@ def test_tf32_kernels(cfg):
 @pytest.mark.parametrize("item, vec", [(1, True), (4, True), (1, False), (4, False)])
 def test_transposing_copy_moves_16_bytes_an_access(item, vec):
     """The copy of an fp8 or tf32 operand wgmma cannot read as it lies: whole tiles of aligned
-    sources load and store 16 bytes an access (one of each per fp8 piece, four fp32 pieces a
-    thread), edge tiles and unaligned sources an element at a time; registers only."""
+    sources load and store 16 bytes an access (four of each a thread: fp8 16 bytes of 4 lines,
+    fp32 4 pieces), edge tiles and unaligned sources an element at a time; registers only."""
     from numba_tc import repack
     c = compile_cubin(repack.gather_kernel(True, item, vec))
     assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
