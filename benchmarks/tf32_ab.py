@@ -1,42 +1,72 @@
-"""float32 inputs as tf32: ``hopper`` (wgmma; a transposing copy first where an operand is not
-k-major) against ``mma_tuned`` (mma.sync, which reads every layout as it lies) and cuBLAS TF32,
-timed interleaved on the same torch tensors, NN: where ``auto`` should take which.
+"""float32 inputs as tf32, NN (B n-major, which wgmma cannot read): ``hopper`` as ``auto`` runs it
+(B copied k-major into each stage by the producer's cp.async), the same with a transposing pass
+over B before the kernel instead (``hopper.ASYNC_B = False``, the path before session 23), fixed
+tiles, and ``--mma`` ``mma_tuned`` (mma.sync reads every layout as it lies), against cuBLAS TF32,
+timed interleaved on the same torch tensors; each checked against float64 first (NaN-poisoned
+output).
 
-    python benchmarks/tf32_ab.py [MxNxK ...]
+    python benchmarks/tf32_ab.py [--shapes MxNxK ...] [--tiles "bn=128" "bm=256,bn=128" ..] [--mma]
 """
-import sys
+import argparse
+from dataclasses import replace
 
 import torch
 
 import numba_tc
-from numba_tc import bench
+from numba_tc import bench, hopper
 
 SHAPES = ["1x8192x8192", "8x4096x11008", "96x5120x5120", "256x65536x4096", "1000x32000x4096", "768x2304x24576",
-          "256x256x131072", "1024x1024x1024", "2048x5120x5120", "4096x4096x4096"]
+          "256x256x131072", "1024x1024x1024", "2048x5120x5120", "4096x4096x4096", "8192x8192x8192"]
 
 
-def main(shapes):
+def candidates(tiles, mma):
+    """{name: (variant, whether B is copied by the producer)}."""
+    top = numba_tc.get_variant("hopper")
+    out = {"hopper": (top, True), "hopper, pass over B first": (replace(top, name="tf32_copy"), False)}
+    for spec in tiles:
+        cfg = hopper.RUNG7.replace(**{k: int(v) for k, v in (kv.split("=") for kv in spec.split(","))})
+        out[spec] = (numba_tc.variant_from(cfg, "tf32_" + spec, splits=1), True)
+    if mma:
+        out["mma_tuned"] = ("mma_tuned", True)
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--shapes", nargs="+", default=SHAPES)
+    p.add_argument("--tiles", nargs="*", default=[], help='fixed tiles, "key=value,..." of RUNG7.replace')
+    p.add_argument("--mma", action="store_true", help="also mma_tuned")
+    args = p.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = True
-    print(f"{'shape':>17}  {'hopper':>7} {'mma_tuned':>9}  (x cuBLAS TF32; TFLOP/s of cuBLAS)  hopper plan")
-    for s in shapes:
+    cands = candidates(args.tiles, args.mma)
+    for s in args.shapes:
         m, n, k = (int(x) for x in s.split("x"))
         a = torch.randn(m, k, device="cuda")
         b = torch.randn(k, n, device="cuda")
-        outs = [torch.empty(m, n, device="cuda") for _ in range(3)]
         ref = a.double() @ b.double()
-        for v, o in (("hopper", outs[0]), ("mma_tuned", outs[1])):
-            numba_tc.gemm(a, b, v, out=o)
-            err = float((o.double() - ref).norm() / ref.norm())
-            assert err < 1e-3, (s, v, err)
+        fns, names = [], []
+        for name, (v, async_b) in cands.items():
+            out = torch.full((m, n), float("nan"), device="cuda")
+            hopper.ASYNC_B = async_b               # read when the call is planned (its first)
+            try:
+                numba_tc.gemm(a, b, v, out=out, allow_tf32=True)
+                plan = numba_tc.explain(a, b, v, allow_tf32=True)
+            finally:
+                hopper.ASYNC_B = True
+            err = float((out.double() - ref).norm() / ref.norm())
+            assert err < 1e-3, (s, name, err)
+            names.append(f"{name} [{plan}]")
+            fns.append(lambda v=v, out=out: numba_tc.gemm(a, b, v, out=out, allow_tf32=True))
         del ref
-        ms = bench.time_interleaved([lambda: numba_tc.gemm(a, b, "hopper", out=outs[0]),
-                                     lambda: numba_tc.gemm(a, b, "mma_tuned", out=outs[1]),
-                                     lambda: torch.matmul(a, b, out=outs[2])], budget_s=1.0)
-        print(f"{s:>17}  {ms[2] / ms[0]:7.3f} {ms[2] / ms[1]:9.3f}  ({2 * m * n * k / ms[2] / 1e9:6.1f})  "
-              f"{numba_tc.explain(a, b, 'hopper')}", flush=True)
-        del a, b, outs
+        cub = torch.empty(m, n, device="cuda")
+        fns.append(lambda: torch.matmul(a, b, out=cub))
+        ms = bench.time_interleaved(fns, budget_s=1.5)
+        for name, t in zip(names, ms):
+            print(f"{s:>17}  x{ms[-1] / t:.3f} of cuBLAS TF32 ({2 * m * n * k / ms[-1] / 1e9:6.1f} TFLOP/s)  "
+                  f"{2 * m * n * k / t / 1e9:6.1f}  {name}", flush=True)
+        del a, b, fns
         torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or SHAPES)
+    main()

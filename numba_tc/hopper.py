@@ -67,9 +67,9 @@ from .intrinsics import f32_ptr, ptr
 from .jit import device, kernel, kernel_factory, unrolled
 from .layout import c_fragment, chunk_offset, compute_dtype, wgmma_d_fragment, wgmma_desc, wgmma_operand_offset
 from .plan import Step
-from .primitives import (cluster_ctarank, cluster_sync, fence_proxy_async, mbar_arrive, mbar_arrive_cluster,
-                         mbar_expect_tx, mbar_fence_init, mbar_init, mbar_wait, named_barrier, setmaxnreg_dec,
-                         setmaxnreg_inc, smem_addr, sts_out2, tma_load_2d, tma_load_2d_multicast, tma_load_3d,
+from .primitives import (cluster_ctarank, cluster_sync, cp_async4, cp_async_commit, cp_async_wait,
+                         fence_proxy_async, lds_u32, mbar_arrive, mbar_arrive_cluster, mbar_expect_tx, mbar_fence_init, mbar_init, mbar_wait, named_barrier, setmaxnreg_dec,
+                         setmaxnreg_inc, smem_addr, sts_out2, sts_u32, tf32_rn, tma_load_2d, tma_load_2d_multicast, tma_load_3d,
                          tma_prefetch_map, tma_store_2d, tma_store_3d, tma_store_commit, tma_store_wait_all,
                          tma_store_wait_read, wgmma_commit, wgmma_fence, wgmma_m64n64k16, wgmma_m64n64k32_f8,
                          wgmma_m64n128k16, wgmma_m64n128k32_f8, wgmma_m64n192k16, wgmma_m64n192k32_f8,
@@ -87,8 +87,11 @@ _WGMMA32 = {64: wgmma_m64n64k8_tf32, 128: wgmma_m64n128k8_tf32, 192: wgmma_m64n1
 KMAJOR_ONLY = layout.FP8 + ("tf32",)             # input types wgmma reads k-major only (no transpose flags)
 # Kernel parameters: tensor maps of A, B and C (by value); C's address; M, N, K; ldc; K slices per
 # split (split-K kernels; others ignore it); batches and which operands have them (bit 0: A, bit
-# 1: B; a batched kernel's broadcast operand is read at batch 0; others ignore both)
-PARAMS = ("map",) * 3 + ("i64",) * 8
+# 1: B; a batched kernel's broadcast operand is read at batch 0; others ignore both); B's address
+# and row pitch in elements (a kernel that copies B by cp.async, ``async_b``; others ignore them)
+PARAMS = ("map",) * 3 + ("i64",) * 10
+ASYNC_THREADS = 128      # the producer warpgroup: all of it copies an operand by cp.async
+ASYNC_REGS = 48          # ... at no fewer registers a thread (at 40 ptxas spills in the 64x256 kernel)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -173,17 +176,21 @@ def make_scheduler(BM, BN, GROUP, CL, SPLIT, BATCH=False):
 
 
 @lru_cache(maxsize=None)
-def make_init_ring(S, ARRIVALS, CL):
-    """``init(bars, tma_a, tma_b)``: thread 0 initialises the ring's full (1 arrival) and empty
+def make_init_ring(S, ARRIVALS, CL, ASYNC_B=False):
+    """``init(bars, tma_a, tma_b)``: thread 0 initialises the ring's full (1 arrival; with
+    ASYNC_B also one per producer thread, once its cp.async copies of B are in place) and empty
     (ARRIVALS) mbarriers and prefetches the operands' tensor maps; every thread (of the cluster)
     then waits, so that no barrier is used before it exists."""
+    FULL = 1 + ASYNC_THREADS * ASYNC_B
+
     @device
     def init(bars, tma_a, tma_b):
         if cuda.threadIdx.x == 0:
             tma_prefetch_map(tma_a)
-            tma_prefetch_map(tma_b)
+            if not ASYNC_B:
+                tma_prefetch_map(tma_b)
             for s in range(S):
-                mbar_init(bars + 8 * s, 1)
+                mbar_init(bars + 8 * s, FULL)
                 mbar_init(bars + 8 * (S + s), ARRIVALS)
             mbar_fence_init()
         if CL > 1:
@@ -229,15 +236,76 @@ def _loader(KMAJOR, ROWS, MASK, BATCH=False):
 
 
 @lru_cache(maxsize=None)
-def make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, STAGE, CL, BATCH=False):
+def _async_loader(ROWS):
+    """``(copy, finish)`` for an mn-major fp32 operand loaded by the producer warpgroup's cp.async,
+    ``src`` = (address, row pitch in elements, columns, K), element (k, mn) at address + 4 (k ld
+    + mn); each thread of the producer warpgroup its share. ``copy(src, dst, mn0, k0)``: this thread's share of the K slice
+    at k0 (32 elements) of columns mn0..mn0+ROWS, to ``dst`` k-major and 128B-swizzled as TMA
+    stores a k-major box (``layout.chunk_offset``), so wgmma reads it as any k-major tile: 4-byte
+    cp.async (any pitch: no 16-byte rule), zeros past the edges, one commit group. A warp's copy
+    is 4 consecutive k (lane % 4) of 8 consecutive columns (lane / 4): whole 32-byte sectors of 4
+    source rows, and 8 tile rows' same chunk, which the swizzle spreads over all 32 banks.
+    ``finish(src, dst, full, pending)``: once this thread's copies but the last ``pending`` groups
+    have landed, round its elements to tf32 in place (to nearest even, as TMA's TFLOAT32 loads
+    round A: wgmma would truncate them), fence them for wgmma's async-proxy reads, and arrive on
+    the stage's ``full`` barrier."""
+    GROUPS = ROWS // 32                    # 8-column groups per warp
+
+    @device
+    def place():                           # (this thread's first tile column, its k within 4)
+        t = cuda.threadIdx.x & 127
+        return 8 * GROUPS * (t >> 5) + ((t >> 2) & 7), t & 3
+
+    @device
+    def copy(src, dst, mn0, k0):
+        base, ld, cols, kk = src
+        c0, kq = place()
+        room = cols - mn0 - c0
+        first = base + ((k0 + kq) * ld + mn0 + c0) * 4
+        for kg in range(8):                             # k = k0 + 4 kg + kq
+            kin = k0 + 4 * kg + kq < kk
+            p = first + kg * 16 * ld
+            d = dst + chunk_offset(c0, kg, 8, True) + 4 * kq
+            for j in range(GROUPS):                     # column c0 + 8 j: 8 rows (1024 bytes) on
+                ok = kin and 8 * j < room
+                cp_async4(d + 1024 * j, p + 32 * j if ok else base, 4 if ok else 0)
+        cp_async_commit()
+
+    @device
+    def finish(src, dst, full, pending):
+        c0, kq = place()
+        cp_async_wait(pending)
+        for kg in range(8):
+            d = dst + chunk_offset(c0, kg, 8, True) + 4 * kq
+            for j in range(GROUPS):
+                sts_u32(d + 1024 * j, tf32_rn(lds_u32(d + 1024 * j)))
+        fence_proxy_async()
+        mbar_arrive(full)
+    return copy, finish
+
+
+@lru_cache(maxsize=None)
+def make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, STAGE, CL, BATCH=False, ASYNC_B=False):
     """``produce(tma, tmb, stage, full, bm0, bn0, k0, rank, za, zb)``: expect a whole stage of
     bytes on ``full`` (zero-filled parts of a box count too), then issue the loads of A's and
     B's K slice k0 (of their matrices za and zb, with BATCH). In a cluster each CTA loads 1/CL of
     the shared B tile and multicasts it to all: the peers' loads complete on this CTA's ``full``
-    too."""
+    too. With ASYNC_B every producer thread runs it: thread 0 loads A by TMA, and each copies its
+    share of B by cp.async (``tmb``: ``_async_loader``'s source; its ``finish`` arrives on
+    ``full``, a slice later: ``make_producer``)."""
     PART = BN // CL
     load_a = _loader(A_KM, BM, 0, BATCH)
     load_b = _loader(B_KM, PART, (1 << CL) - 1 if CL > 1 else 0, BATCH)
+    if ASYNC_B:
+        copy_b = _async_loader(BN)[0]
+
+        @device
+        def produce_async(tma, tmb, stage, full, bm0, bn0, k0, rank, za, zb):
+            if cuda.threadIdx.x & 127 == 0:
+                mbar_expect_tx(full, A_BYTES)
+                load_a(tma, stage, bm0, k0, full, za)
+            copy_b(tmb, stage + A_BYTES, bn0, k0)
+        return produce_async
 
     @device
     def produce(tma, tmb, stage, full, bm0, bn0, k0, rank, za, zb):
@@ -303,26 +371,55 @@ def make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b=None):
 
 
 @lru_cache(maxsize=None)
-def make_producer(walk_unit, produce, S, STAGE, BK):
-    """Producer (one thread): ``producer(tma_a, tma_b, sbase, bars, w, bmask)``: for each unit of
-    walk ``w`` (``walk_unit``: the scheduler's ``unit``) and each of its K slices, wait until the
-    cluster has released a stage, then TMA the slice into it (``produce``: ``make_load_stage``; a
-    batched operand's matrix is the unit's depth, a broadcast one's (not in ``bmask``) 0)."""
+def make_producer(walk_unit, produce, S, STAGE, BK, finish=None):
+    """Producer (one thread; with ``finish``, the warpgroup): ``producer(tma_a, tma_b, sbase,
+    bars, w, bmask)``: for each unit of walk ``w`` (``walk_unit``: the scheduler's ``unit``) and
+    each of its K slices, wait until the cluster has released a stage, then TMA the slice into it
+    (``produce``: ``make_load_stage``; a batched operand's matrix is the unit's depth, a broadcast
+    one's (not in ``bmask``) 0). ``finish(tmb, stage, full, pending)``: a stage's last step (a
+    cp.async operand's: ``make_finish_stage``), taken a slice late, once the next slice's copies
+    are issued, so that they are in flight meanwhile."""
     advance = _advancer(S)
+    LAG = finish is not None
+    finish = finish or _no_finish
 
     @device
     def producer(tma_a, tma_b, sbase, bars, w, bmask):
         s = 0
         ph = 0
         rank = w[6]
+        prev = -1
         for u in range(w[0], w[2], w[1]):
             bm0, bn0, z, k0, kn = walk_unit(w, u)
             for t in range(kn):
                 mbar_wait(bars + 8 * (S + s), ph ^ 1)
                 produce(tma_a, tma_b, sbase + s * STAGE, bars + 8 * s, bm0, bn0, (k0 + t) * BK, rank,
                         z * (bmask & 1), z * ((bmask >> 1) & 1))
+                if LAG:
+                    if prev >= 0:
+                        finish(tma_b, sbase + prev * STAGE, bars + 8 * prev, 1)
+                    prev = s
                 s, ph = advance(s, ph)
+        if LAG and prev >= 0:
+            finish(tma_b, sbase + prev * STAGE, bars + 8 * prev, 0)
     return producer
+
+
+@device
+def _no_finish(tmb, stage, full, pending):
+    return 0
+
+
+@lru_cache(maxsize=None)
+def make_finish_stage(BN, A_BYTES):
+    """``finish(tmb, stage, full, pending)``: the last step of a stage whose B (``BN`` columns,
+    after A's ``A_BYTES``) the producer copies by cp.async (``_async_loader``'s ``finish``)."""
+    done = _async_loader(BN)[1]
+
+    @device
+    def finish(tmb, stage, full, pending):
+        done(tmb, stage + A_BYTES, full, pending)
+    return finish
 
 
 @lru_cache(maxsize=None)
@@ -616,33 +713,61 @@ def make_one_tile(produce, consume, store, BM, BN, BK, GROUP, WG_M, NACC, S, STA
     return one_tile
 
 
+@lru_cache(maxsize=None)
+def _b_source(ASYNC_B):
+    """``source(tmb, pb, ldb, n, k)``: what the producer's loads of B take: its tensor map, or
+    with ASYNC_B its address, pitch, columns and K (``_async_loader``)."""
+    if ASYNC_B:
+        @device
+        def source(tmb, pb, ldb, n, k):
+            return (pb, ldb, n, k)
+        return source
+
+    @device
+    def source(tmb, pb, ldb, n, k):
+        return tmb
+    return source
+
+
 @kernel_factory
 def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool, vc: bool,
-                 tma_c: bool = False, epi=PLAIN, split: bool = False, batch: bool = False, dtype_b=None):
+                 tma_c: bool = False, epi=PLAIN, split: bool = False, batch: bool = False, dtype_b=None,
+                 async_b: bool = False):
     """The Hopper kernel for one configuration, input type, output type and operand layout.
     vc: C's column pairs are aligned for paired stores; tma_c: C can be written by TMA (used when
     the configuration has ``tma_store``); split: split-K, each unit a tile's run of ``kper`` K
     slices, its fp32 partial sum written to its split's plane of C (M x ldc, planes
     M * ldc apart) without an epilogue (``fixup`` adds the planes, then applies it); batch: a
     batched product, every operand's tensor map 3-D (the batch last), a unit a tile of one
-    batch's product; dtype_b: B's type where it is not A's (fp8: e4m3 times e5m2)."""
+    batch's product; dtype_b: B's type where it is not A's (fp8: e4m3 times e5m2); async_b: an
+    n-major tf32 B (which wgmma cannot read) copied k-major into each stage by the producer
+    warpgroup's cp.async (``_async_loader``), from its address and pitch (no tensor map)."""
     if split and (out_dtype != "float32" or tma_c or epi not in (PLAIN, BLOCK_SCALES) or not cfg.persistent):
         raise ValueError("a split-K kernel is persistent and writes plain fp32 planes from registers "
                          "(block-wise scales applied)")
     if batch and (split or not (tma_c and cfg.tma_store) or not cfg.persistent or cfg.cluster > 1):
         raise ValueError("a batched kernel is persistent, without clusters or split-K, and stores C by TMA")
+    if async_b and (dtype != "tf32" or tb or batch or cfg.promote or cfg.cluster > 1 or not cfg.producer):
+        raise ValueError("B by cp.async: an n-major tf32 B, in a kernel with a producer warpgroup, without "
+                         "clusters or batches")
     BM, BN, S, CONS, CL = cfg.bm, cfg.bn, cfg.stages, cfg.consumers, cfg.cluster
     BK = cfg.k_slice(layout.ITEMSIZE[dtype])
     PRODUCER, (REG_P, REG_C), WG_M = cfg.producer, cfg.regs, cfg.wg_m
+    if async_b and REG_P:
+        REG_P = max(REG_P, ASYNC_REGS)
+        if (REG_P + CONS * REG_C) * 128 > 65536:
+            raise ValueError(f"regs={cfg.regs}: no room for a cp.async producer's {ASYNC_REGS} registers")
     MI, NACC, LOCAL = WG_M // 64, cfg.acc_regs, cfg.local_regs
-    A_KM, B_KM = not ta, tb                     # k-major: K contiguous
+    A_KM, B_KM = not ta, tb or async_b          # k-major (in shared memory): K contiguous
     A_BYTES, STAGE = BM * BK * layout.ITEMSIZE[dtype], cfg.stage_bytes
     EPI_BYTES = cfg.epilogue_bytes
     # the parts
-    init_ring = make_init_ring(S, CONS * 4 * CL, CL)     # empty: lane 0 of every consumer warp of the cluster
+    init_ring = make_init_ring(S, CONS * 4 * CL, CL, async_b)     # empty: lane 0 of every consumer warp of the cluster
     consume = make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b)
     walk, walk_unit = make_scheduler(BM, BN, cfg.group_m, CL, split, batch)
-    producer = make_producer(walk_unit, make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, STAGE, CL, batch), S, STAGE, BK)
+    producer = make_producer(walk_unit, make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, STAGE, CL, batch, async_b),
+                             S, STAGE, BK, make_finish_stage(BN, A_BYTES) if async_b else None)
+    b_source = _b_source(async_b)
     store, drain = make_epilogue_part(MI, BN, out_dtype, vc, cfg.tma_store and tma_c, cfg.epi_boxes, epi, batch)
     if cfg.promote:
         block = (BN, epi.slots().index("M")) if epi.scales == "block" else None
@@ -657,7 +782,7 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
                              make_epilogue_part(MI, BN, out_dtype, vc, False, cfg.epi_boxes, epi)[0],
                              BM, BN, BK, cfg.group_m, WG_M, NACC, S, STAGE)
 
-    def wgmma_gemm(TMA_A, TMA_B, TMC, C, M, N, K, ldc, kper, batches, bmask, ep):
+    def wgmma_gemm(TMA_A, TMA_B, TMC, C, M, N, K, ldc, kper, batches, bmask, PB, LDB, ep):
         smem = cuda.shared.array(0, uint32)
         sbase = layout.align_up(smem_addr(ptr(smem)), layout.SWIZZLE_ALIGN)
         ebase = sbase + S * STAGE                         # output boxes (tma_store)
@@ -677,8 +802,8 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
         if wg == CONS:                                    # warpgroup CONS produces (one thread) ...
             if REG_P > 0:
                 setmaxnreg_dec(REG_P)
-            if tid == CONS * 128:
-                producer(TMA_A, TMA_B, sbase, bars, w, bmask)
+            if async_b or tid == CONS * 128:               # (all of it with async_b)
+                producer(TMA_A, b_source(TMA_B, PB, LDB, N, K), sbase, bars, w, bmask)
         else:                                             # ... warpgroups 0..CONS-1 consume
             if REG_C > 0:
                 setmaxnreg_inc(REG_C)
@@ -717,6 +842,9 @@ MIN_SPLIT_SLICES = 4                # a split takes at least this many K slices
 TIE = 0.95                          # a later choice must be estimated this much faster to win
 OVERLAP = 0.3                       # the share of the shorter of math and memory time that shows
 TILE_EFFICIENCY = {(128, 256): 1.0, (128, 192): 0.95, (128, 128): 0.85, (64, 256): 0.8}
+# tf32 with an n-major B: the producer copies it k-major by cp.async (``_async_loader``) rather than a
+# transposing pass over B before the kernel (``repack.gather_kernel``); False: the pass (A/B runs)
+ASYNC_B = True
 HALVES = 0.925                      # a promoted tile added in halves waits twice a slice (fp8 128x256:
                                     # benchmarks/results/ab_fp8_halves_h100.log)
 
@@ -902,13 +1030,16 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
         # long in every type: fp8 runs twice, tf32 half as many flops a clock as 16-bit)
         keq = cdiv(kk * a.itemsize, 2)
         kmajor = kdt in KMAJOR_ONLY
+        async_b = ASYNC_B and kdt == "tf32" and not b.trans     # B n-major: copied k-major by the producer
         if kmajor:
-            copy = [_needs_kmajor_copy(x, i) for i, x in enumerate((a, b))]
+            copy = [_needs_kmajor_copy(x, i) and not (i and async_b) for i, x in enumerate((a, b))]
         else:
             copy = [readable and bool(tma_requirements(x.ptr, x.ld, x.itemsize)) for x in (a, b)]
+        if async_b:
+            pool = [c for c in pool if c.cluster == 1] or pool
         cfg, splits = pool[0], forced or 1
         if forced is None and (len(pool) > 1 or split):
-            slow_b = not copy[1] and not tma_rows_fast(b.ptr, b.ld, b.itemsize)
+            slow_b = not copy[1] and not async_b and not tma_rows_fast(b.ptr, b.ld, b.itemsize)
             cfg, splits = pick_config(pool, m, n, keq, slow_b, driver.sm_count(dev), split, c.itemsize)
         tiles, kper, units = split_units(cfg, m, n, keq, splits)
         splits = units // tiles                # as many as there are K slices for, at most
@@ -926,7 +1057,7 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
         part = BLOCK_SCALES if epi.scales == "block" else PLAIN      # a split's: the fix-up does the rest
         k = wgmma_kernel(cfg, kdt, "float32" if splits > 1 else c.dtype, ops[0].trans, ops[1].trans,
                          splits > 1 or c.pairs_aligned, ec is not None, part if splits > 1 else epi, splits > 1,
-                         False, None if b.dtype == a.dtype else b.dtype)
+                         False, None if b.dtype == a.dtype else b.dtype, async_b)
         nep = 0 if part.plain else len(part.slots())
         fn = driver.load(k, dev)
         if resident is None:
@@ -935,13 +1066,16 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
                 resident = cfg.cluster * driver.max_active_clusters(fn, cfg.threads, cfg.smem_bytes, cfg.cluster)
         ea, eb = operand_maps(cfg, *ops)
 
+        ldb = b.ld if async_b else 0
+
         def args(ws, pa, pb, pc, *ep):
             ma = encode(ws + ra_off if copy[0] else pa, *ea)
-            mb = encode(ws + rb_off if copy[1] else pb, *eb)
+            mb = _NO_MAP if async_b else encode(ws + rb_off if copy[1] else pb, *eb)
             if splits > 1:                  # partial sums to the planes; the fix-up does the rest
-                return (ma, mb, _NO_MAP, ws + planes, m, n, kk, ldw, kper, 1, 0, *(ep[:nep] if nep else (0,)))
-            return (ma, mb, encode(pc, *ec) if ec else _NO_MAP, pc, m, n, kk, c.ld, kper, 1, 0, *ep)
+                return (ma, mb, _NO_MAP, ws + planes, m, n, kk, ldw, kper, 1, 0, pb, ldb, *(ep[:nep] if nep else (0,)))
+            return (ma, mb, encode(pc, *ec) if ec else _NO_MAP, pc, m, n, kk, c.ld, kper, 1, 0, pb, ldb, *ep)
         label = (f"{cfg.bm}x{cfg.bn}" + (f" cluster {cfg.cluster}" if cfg.cluster > 1 else "")
+                 + (" cp.async b" if async_b else "")
                  + (f" split-K {splits}" if splits > 1 else ""))
         steps.append(Step(k, work_plan(cfg, units, resident), cfg.threads,
                           args if total else lambda *v: args(0, *v), smem=cfg.smem_bytes, cluster=cfg.cluster,
@@ -993,7 +1127,7 @@ def _batched_steps(cfgs, a, b, c, dev, epi, batch, resident):
 
     def args(pa, pb, pc, *ep):
         return (encode(pa, *ea, 128, *depth(a, batch.a)), encode(pb, *eb, 128, *depth(b, batch.b)),
-                encode(pc, *ec, 128, batch.count, batch.c), pc, m, n, kk, c.ld, 1, batch.count, bmask, *ep)
+                encode(pc, *ec, 128, batch.count, batch.c), pc, m, n, kk, c.ld, 1, batch.count, bmask, 0, 0, *ep)
     label = f"{cfg.bm}x{cfg.bn} batched {batch.count}"
     return [Step(k, grid, cfg.threads, args, smem=cfg.smem_bytes, fn=fn, label=label)]
 
@@ -1037,11 +1171,16 @@ def _kernels(cfgs, top: bool, fp8_cfgs=()):
         return out
 
     def kernels32():
-        """tf32 (float32 arrays): float32 out, always k-major after the copy."""
+        """tf32 (float32 arrays): float32 out, A k-major after the copy, B k-major after it or
+        n-major, copied by the producer (``ASYNC_B``)."""
         out = repack.gather_kernels(4)
-        out += [wgmma_kernel(cfg, "tf32", "float32", False, True, vc, tc) for cfg in cfgs for vc, tc in stores(cfg)]
-        out += [wgmma_kernel(cfg, "tf32", "float32", False, True, True, False, PLAIN, True)
-                for cfg in cfgs if cfg.persistent]
+        bs = [(True, False)] + [(False, True)] * ASYNC_B          # (tb, async_b)
+        for tb, ab in bs:
+            pool = [cfg for cfg in cfgs if cfg.cluster == 1 or not ab]
+            out += [wgmma_kernel(cfg, "tf32", "float32", False, tb, vc, tc, PLAIN, False, False, None, ab)
+                    for cfg in pool for vc, tc in stores(cfg)]
+            out += [wgmma_kernel(cfg, "tf32", "float32", False, tb, True, False, PLAIN, True, False, None, ab)
+                    for cfg in pool if cfg.persistent]
         return out + [fixup.fixup_kernel("float32")]
     return kernels
 

@@ -148,6 +148,25 @@ def test_tf32_kernels(cfg):
         hopper.wgmma_kernel(cfg, "tf32", "float32", False, False, True, True)
 
 
+@pytest.mark.parametrize("cfg", hopper.RUNG7_CONFIGS[:4], ids=lambda c: f"{c.bm}x{c.bn}")
+def test_tf32_n_major_b_copied_by_the_producer(cfg):
+    # an n-major B (which the tf32 wgmma cannot read): the producer warpgroup copies it into the
+    # k-major stage by 4-byte cp.async (zero-filled past the edges), then each thread rounds its
+    # elements to tf32 to nearest (as TMA's TFLOAT32 loads round A) and fences them for wgmma's
+    # async proxy before it arrives; the same HGMMA, registers only (the producer's code runs at
+    # its setmaxnreg count)
+    c = compile_cubin(hopper.wgmma_kernel(cfg, "tf32", "float32", False, False, True, True, PLAIN, False, False,
+                                          None, True), cc=(9, 0, "a"))
+    plain = compile_cubin(hopper.wgmma_kernel(cfg, "tf32", "float32", False, True, True, True), cc=(9, 0, "a"))
+    assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
+    assert f"HGMMA.64x{cfg.bn}x8.F32.TF32" in c.sass and c.count("HGMMA") == 4 * (cfg.wg_m // 64)
+    assert c.count("LDGSTS") >= cfg.bn // 32 and plain.count("LDGSTS") == 0
+    assert c.count("F2FP.TF32.F32") >= 8 * cfg.bn // 32 and plain.count("F2FP.TF32.F32") == 0
+    assert c.count("FENCE.VIEW.ASYNC.S") > plain.count("FENCE.VIEW.ASYNC.S")
+    with pytest.raises(ValueError, match="n-major tf32 B"):
+        hopper.wgmma_kernel(cfg, "tf32", "float32", False, True, True, True, PLAIN, False, False, None, True)
+
+
 @pytest.mark.parametrize("item, vec", [(1, True), (4, True), (1, False), (4, False)])
 def test_transposing_copy_moves_16_bytes_an_access(item, vec):
     """The copy of an fp8 or tf32 operand wgmma cannot read as it lies: whole tiles of aligned

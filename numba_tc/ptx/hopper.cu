@@ -126,6 +126,13 @@ extern "C" __device__ int fence_proxy_async(int* ret) {
     return 0;
 }
 
+// fp32 bits rounded to tf32 to nearest, ties to even (cvt.rn.tf32.f32, PTX ISA 9.7.9.21; .rn is
+// sm_90+): what TMA does to a FLOAT32 operand it loads as TFLOAT32, for one copied otherwise.
+extern "C" __device__ int tf32_rn(u32* ret, u32 x) {
+    asm("cvt.rn.tf32.f32 %0, %1;" : "=r"(*ret) : "f"(__uint_as_float(x)));
+    return 0;
+}
+
 // bar.sync with an id and a thread count (PTX ISA 9.7.13.1): a barrier for one warpgroup of
 // the block (id 0 is __syncthreads).
 extern "C" __device__ int named_barrier(int* ret, int id, int nthreads) {

@@ -90,6 +90,13 @@ extern "C" __device__ int cp_async16(int* ret, int saddr, i64 gaddr, int src_byt
                  :: "r"(saddr), "l"(gaddr), "r"(src_bytes) : "memory");
     return 0;
 }
+// The 4-byte form (.ca: .cg moves 16 bytes only): one element to any shared address, so a copy can
+// transpose 32-bit elements on the way (the Hopper producer's mn-major tf32 operand).
+extern "C" __device__ int cp_async4(int* ret, int saddr, i64 gaddr, int src_bytes) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
+                 :: "r"(saddr), "l"(gaddr), "r"(src_bytes) : "memory");
+    return 0;
+}
 extern "C" __device__ int cp_async_commit(int* ret) {
     asm volatile("cp.async.commit_group;\n" ::: "memory");
     return 0;
