@@ -267,6 +267,12 @@ class WgmmaConfig:
         return WARPGROUP * (self.consumers + int(self.producer))
 
     @property
+    def block_registers(self) -> int:
+        """Registers a block is given at launch (its threads x the launch bound's count, in units
+        of 8): what setmaxnreg moves between warpgroups; one that asks for more waits forever."""
+        return min(255, 65536 // (self.threads * self.min_blocks)) // 8 * 8 * self.threads
+
+    @property
     def wg_m(self) -> int:
         """Rows of C per consumer warpgroup."""
         return self.bm // self.consumers
@@ -345,8 +351,8 @@ class WgmmaConfig:
         if p or c:
             _need(self.producer, "setmaxnreg (regs) moves registers from a producer warpgroup: needs producer")
             _need(all(24 <= r <= 256 and r % 8 == 0 for r in (p, c)), f"regs={self.regs}: multiples of 8 in 24..256")
-            _need(p * WARPGROUP + c * WARPGROUP * self.consumers <= 65536,
-                  f"regs={self.regs}: more than the 64K registers of an SM")
+            _need((p + c * self.consumers) * WARPGROUP <= self.block_registers,
+                  f"regs={self.regs}: more than the {self.block_registers} registers the block is given")
         _need(not self.persistent or self.producer, "the persistent rung builds on the producer warpgroup")
         _need(self.cluster in (1, 2), f"cluster={self.cluster}: 1 or 2 blocks")
         _need(self.cluster == 1 or self.producer, "clusters build on the producer warpgroup")

@@ -59,7 +59,7 @@ from functools import lru_cache
 from numba import cuda, float32, uint32
 
 from . import fixup, layout, repack, workspace
-from .config import Variant, WgmmaConfig
+from .config import WARPGROUP, Variant, WgmmaConfig
 from .epilogue import BLOCK_SCALED, BLOCK_SCALES, PLAIN, SCALED
 from .epilogue import make as make_epilogue
 from .fragments import OUT_CONVERT, apply_fragments, make_store_out
@@ -91,7 +91,8 @@ KMAJOR_ONLY = layout.FP8 + ("tf32",)             # input types wgmma reads k-maj
 # and row pitch in elements (a kernel that copies B by cp.async, ``async_b``; others ignore them)
 PARAMS = ("map",) * 3 + ("i64",) * 10
 ASYNC_THREADS = 128      # the producer warpgroup: all of it copies an operand by cp.async
-ASYNC_REGS = 48          # ... at no fewer registers a thread (at 40 ptxas spills in the 64x256 kernel)
+ASYNC_REGS = 48          # ... at this many registers a thread where the block has them (at 40 ptxas
+                         # spills in the 64x256 kernel)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -753,10 +754,8 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
     BM, BN, S, CONS, CL = cfg.bm, cfg.bn, cfg.stages, cfg.consumers, cfg.cluster
     BK = cfg.k_slice(layout.ITEMSIZE[dtype])
     PRODUCER, (REG_P, REG_C), WG_M = cfg.producer, cfg.regs, cfg.wg_m
-    if async_b and REG_P:
+    if async_b and REG_P and (ASYNC_REGS + CONS * REG_C) * WARPGROUP <= cfg.block_registers:
         REG_P = max(REG_P, ASYNC_REGS)
-        if (REG_P + CONS * REG_C) * 128 > 65536:
-            raise ValueError(f"regs={cfg.regs}: no room for a cp.async producer's {ASYNC_REGS} registers")
     MI, NACC, LOCAL = WG_M // 64, cfg.acc_regs, cfg.local_regs
     A_KM, B_KM = not ta, tb or async_b          # k-major (in shared memory): K contiguous
     A_BYTES, STAGE = BM * BK * layout.ITEMSIZE[dtype], cfg.stage_bytes

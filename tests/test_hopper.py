@@ -89,7 +89,9 @@ def test_wgmma_config_rules():
                        (dict(producer=False), "needs producer"), (dict(regs=(44, 232)), "multiples of 8"),
                        (dict(bm=192, consumers=3, regs=(24, 144)), "too few for 128 accumulators"),
                        (dict(cluster=3), "1 or 2"), (dict(bm=512), "at most 256 rows"),
-                       (dict(epi_boxes=3), "1, 2, 4 or 8")]:
+                       (dict(epi_boxes=3), "1, 2, 4 or 8"),
+                       # the block is given 384 x 168 registers at launch: setmaxnreg.inc past them waits forever
+                       (dict(regs=(48, 232)), "the 64512 registers the block is given")]:
         with pytest.raises(ConfigError, match=words):
             cfg.replace(**bad)
 
