@@ -841,9 +841,17 @@ MIN_SPLIT_SLICES = 4                # a split takes at least this many K slices
 TIE = 0.95                          # a later choice must be estimated this much faster to win
 OVERLAP = 0.3                       # the share of the shorter of math and memory time that shows
 TILE_EFFICIENCY = {(128, 256): 1.0, (128, 192): 0.95, (128, 128): 0.85, (64, 256): 0.8}
-# tf32 with an n-major B: the producer copies it k-major by cp.async (``_async_loader``) rather than a
-# transposing pass over B before the kernel (``repack.gather_kernel``); False: the pass (A/B runs)
+# tf32 with an n-major B: the producer can copy it k-major by cp.async (``_async_loader``) instead
+# of a transposing pass over B before the kernel (``repack.gather_kernel``). Its 4-byte copies
+# are bound by the load/store unit, at about ASYNC_RATE elements a second an SM (256x128 at
+# 4096^3: 0.54x cuBLAS, where the pass reads 0.89x; benchmarks/results/tf32_async_ab_h100.log),
+# and every block row of C copies B again; the pass moves each element once at HBM speed. So
+# the producer copies where the product is bound by reading B (few rows: 1x8192x8192 0.55x
+# against the pass's 0.33x), on tall tiles (one copy of B per 256 rows of C), where the cost
+# model says it beats the pass by ASYNC_WIN. ``ASYNC_B`` False: always the pass (A/B runs).
 ASYNC_B = True
+ASYNC_RATE = 3.2e9
+ASYNC_WIN = 0.8
 HALVES = 0.925                      # a promoted tile added in halves waits twice a slice (fp8 128x256:
                                     # benchmarks/results/ab_fp8_halves_h100.log)
 
@@ -989,6 +997,19 @@ def _gather_step(x, which: int, region: int, dev, total: int):
     return step, replace(x, ld=ld, ptr=0, trans=which == 1)
 
 
+def _b_by_producer(pool, m: int, n: int, k: int, sms: int, split: bool, out_bytes: int):
+    """(whether the producer copies an n-major tf32 B, the configuration, the splits): the cost
+    model's time on ``ASYNC_CONFIGS``, at least the copies' (``ASYNC_RATE``), against a pass over
+    B (read and written at HBM speed) plus its time on ``pool``; the producer where it wins by
+    ``ASYNC_WIN`` (see ``ASYNC_B``)."""
+    keq = 2 * k                                     # (the model's K: 16-bit elements of the same bytes)
+    ca, sa = pick_config(ASYNC_CONFIGS, m, n, keq, False, sms, split, out_bytes)
+    cp, sp = pick_config(pool, m, n, keq, False, sms, split, out_bytes)
+    t_async = max(estimate(ca, m, n, keq, sa, sms, out_bytes), cdiv(m, ca.bm) * k * n / (ASYNC_RATE * sms))
+    t_pass = 8.0 * k * n / HBM_BYTES_S + estimate(cp, m, n, keq, sp, sms, out_bytes)
+    return (True, ca, sa) if t_async < ASYNC_WIN * t_pass else (False, cp, sp)
+
+
 def scaled_pool(cfgs, scales):
     """The configurations fp8 inputs with ``scales`` choose from: with block-wise ones, the tiles
     whose promoted columns fall in scale_b's 128-column blocks as a whole (no select per add)."""
@@ -1029,16 +1050,17 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
         # long in every type: fp8 runs twice, tf32 half as many flops a clock as 16-bit)
         keq = cdiv(kk * a.itemsize, 2)
         kmajor = kdt in KMAJOR_ONLY
-        async_b = ASYNC_B and kdt == "tf32" and not b.trans     # B n-major: copied k-major by the producer
+        cfg, splits = pool[0], forced or 1
+        async_b = ASYNC_B and kdt == "tf32" and not b.trans     # B n-major: the producer may copy it
+        chosen = async_b and forced is None
+        if chosen:
+            async_b, cfg, splits = _b_by_producer(pool, m, n, kk, driver.sm_count(dev), split, c.itemsize)
         if kmajor:
             copy = [_needs_kmajor_copy(x, i) and not (i and async_b) for i, x in enumerate((a, b))]
         else:
             copy = [readable and bool(tma_requirements(x.ptr, x.ld, x.itemsize)) for x in (a, b)]
-        if async_b:
-            pool = [c for c in pool if c.cluster == 1] or pool
-        cfg, splits = pool[0], forced or 1
-        if forced is None and (len(pool) > 1 or split):
-            slow_b = not copy[1] and not async_b and not tma_rows_fast(b.ptr, b.ld, b.itemsize)
+        if forced is None and (len(pool) > 1 or split) and not chosen:
+            slow_b = not copy[1] and not tma_rows_fast(b.ptr, b.ld, b.itemsize)
             cfg, splits = pick_config(pool, m, n, keq, slow_b, driver.sm_count(dev), split, c.itemsize)
         tiles, kper, units = split_units(cfg, m, n, keq, splits)
         splits = units // tiles                # as many as there are K slices for, at most
@@ -1131,7 +1153,7 @@ def _batched_steps(cfgs, a, b, c, dev, epi, batch, resident):
     return [Step(k, grid, cfg.threads, args, smem=cfg.smem_bytes, fn=fn, label=label)]
 
 
-def _kernels(cfgs, top: bool, fp8_cfgs=()):
+def _kernels(cfgs, top: bool, fp8_cfgs=(), forced=False):
     """Every kernel a rung's planner picks for ``dtype`` inputs without an epilogue (for
     ahead-of-time compiles, ``aot.precompile``; tests/test_aot_coverage.py checks the planner
     against it): each layout, the input dtype or float32 out, C stored by TMA, in pairs or one
@@ -1175,7 +1197,7 @@ def _kernels(cfgs, top: bool, fp8_cfgs=()):
         out = repack.gather_kernels(4)
         bs = [(True, False)] + [(False, True)] * ASYNC_B          # (tb, async_b)
         for tb, ab in bs:
-            pool = [cfg for cfg in cfgs if cfg.cluster == 1 or not ab]
+            pool = (cfgs[:1] if forced else ASYNC_CONFIGS) if ab else cfgs
             out += [wgmma_kernel(cfg, "tf32", "float32", False, tb, vc, tc, PLAIN, False, False, None, ab)
                     for cfg in pool for vc, tc in stores(cfg)]
             out += [wgmma_kernel(cfg, "tf32", "float32", False, tb, True, False, PLAIN, True, False, None, ab)
@@ -1210,6 +1232,10 @@ RUNG7_CONFIGS = tuple(RUNG7.replace(**kw) for kw in (
 FP8_CONFIGS = tuple(RUNG7.replace(promote=True, **kw) for kw in (
     dict(bn=192), {}, dict(bn=128, max_stages=6), dict(bn=128, max_stages=6, cluster=2)))
 
+# The tiles an n-major tf32 B copied by the producer runs on (``_b_by_producer``): tall, since
+# each block row of C copies B again (64x256 for a few rows).
+ASYNC_CONFIGS = (RUNG7.replace(bm=256, bn=128), RUNG7.replace(bm=64, consumers=1))
+
 _IN = ("float16", "bfloat16")
 _OUT = ("float32", "float16", "bfloat16")
 _SM90A = (9, 0)
@@ -1222,7 +1248,8 @@ def _variant(name, rung, cfgs, note, top=False, splits=None, fp8_cfgs=()):
     cfgs = cfgs if isinstance(cfgs, tuple) else (cfgs,)
     return Variant(name, "wgmma", rung, _IN + layout.FP8 + ("tf32",) if top else _IN, _SM90A, note,
                    _plan(*cfgs, readable=top, split=top, splits=splits, fp8_cfgs=fp8_cfgs),
-                   cfgs[0], _OUT, check=None if top else _check, max_cc=_SM90A, kernels=_kernels(cfgs, top, fp8_cfgs),
+                   cfgs[0], _OUT, check=None if top else _check, max_cc=_SM90A,
+                   kernels=_kernels(cfgs, top, fp8_cfgs, splits is not None),
                    batched=top)
 
 

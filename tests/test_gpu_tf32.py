@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import numba_tc
-from numba_tc import verify
+from numba_tc import hopper, verify
 
 try:
     import torch
@@ -46,19 +46,18 @@ def test_every_layout_and_shape_element_by_element(m, n, k, path, layout, out_la
     if out_layout == "C" and layout == "NT":
         assert path in plan, plan
     # wgmma reads tf32 k-major only: A row-major and B column-major (so too as C^T = B^T A^T; a
-    # one-row A is both). A is transposed by a pass first; an n-major B by the producer's
-    # cp.async, whatever its pitch
+    # one-row A is both). A is transposed by a pass first; an n-major B too, or for few rows
+    # copied by the producer's cp.async (``hopper._b_by_producer``)
     if m > 1:
         assert ("transpose" in plan or "cp.async b" in plan) == (layout != "NT"), plan
     if out_layout == "C":
-        assert ("cp.async b" in plan) == (layout[1] == "N") and "transpose b" not in plan, plan
-        assert "repack b" not in plan or layout[1] == "T", plan
+        assert ("cp.async b" in plan or "transpose b" in plan) == (layout[1] == "N"), plan
 
 
 def test_auto_with_allow_tf32_takes_hopper_and_without_it_fp32():
     a, b = _operand(512, 512, False), _operand(512, 512, False)
-    assert numba_tc.explain(a, b, allow_tf32=True).startswith("hopper: 128x") and "cp.async b" in \
-        numba_tc.explain(a, b, allow_tf32=True)
+    assert numba_tc.explain(a, b, allow_tf32=True).startswith("hopper: transpose b; ")
+    assert "cp.async b" in numba_tc.explain(a[:8], b, allow_tf32=True)
     assert not numba_tc.explain(a, b).startswith("hopper")
     c = numba_tc.gemm(a, b, allow_tf32=True)
     torch.backends.cuda.matmul.allow_tf32 = True
@@ -66,6 +65,21 @@ def test_auto_with_allow_tf32_takes_hopper_and_without_it_fp32():
     ours = float(torch.linalg.norm(c.double() - ref) / torch.linalg.norm(ref))
     theirs = float(torch.linalg.norm((a @ b).double() - ref) / torch.linalg.norm(ref))
     assert ours < 1e-3 and ours < 1.1 * theirs, (ours, theirs)
+
+
+@pytest.mark.parametrize("splits", [1, 3])
+@pytest.mark.parametrize("m,n,k", [(300, 777, 1001), (1, 4097, 640), (257, 130, 96)])
+@pytest.mark.parametrize("layout", ["NN", "TN"])
+def test_b_copied_by_the_producer_element_by_element(m, n, k, layout, splits):
+    # an n-major B copied k-major into each stage by the producer's 4-byte cp.async, whatever its
+    # pitch (odd N: rows TMA cannot read), rounded to tf32 as TMA rounds A, zeros past the ragged
+    # edges; whole and split-K, on both of the tiles it runs on
+    a, b = _operand(m, k, layout[0] == "T"), _operand(k, n, False)
+    for cfg in hopper.ASYNC_CONFIGS:
+        v = numba_tc.variant_from(cfg, f"async_{cfg.bm}x{cfg.bn}_{splits}", splits=splits)
+        assert "cp.async b" in numba_tc.explain(a, b, v, allow_tf32=True)
+        r = verify.check(v, m, n, k, layout, "tf32", kind="torch")
+        assert r.ok, str(r)
 
 
 def test_split_k_is_bitwise_repeatable():
