@@ -1000,13 +1000,13 @@ def _gather_step(x, which: int, region: int, dev, total: int):
 def _b_by_producer(pool, m: int, n: int, k: int, sms: int, split: bool, out_bytes: int):
     """(whether the producer copies an n-major tf32 B, the configuration, the splits): the cost
     model's time on ``ASYNC_CONFIGS``, at least the copies' (``ASYNC_RATE``), against a pass over
-    B (read and written at HBM speed) plus its time on ``pool``; the producer where it wins by
-    ``ASYNC_WIN`` (see ``ASYNC_B``)."""
+    B (a launch, as the fix-up's, and B read and written at HBM speed) plus its time on ``pool``;
+    the producer where it wins by ``ASYNC_WIN`` (see ``ASYNC_B``)."""
     keq = 2 * k                                     # (the model's K: 16-bit elements of the same bytes)
     ca, sa = pick_config(ASYNC_CONFIGS, m, n, keq, False, sms, split, out_bytes)
     cp, sp = pick_config(pool, m, n, keq, False, sms, split, out_bytes)
     t_async = max(estimate(ca, m, n, keq, sa, sms, out_bytes), cdiv(m, ca.bm) * k * n / (ASYNC_RATE * sms))
-    t_pass = 8.0 * k * n / HBM_BYTES_S + estimate(cp, m, n, keq, sp, sms, out_bytes)
+    t_pass = FIXUP_S + 8.0 * k * n / HBM_BYTES_S + estimate(cp, m, n, keq, sp, sms, out_bytes)   # (a launch)
     return (True, ca, sa) if t_async < ASYNC_WIN * t_pass else (False, cp, sp)
 
 

@@ -56,7 +56,8 @@ def test_every_layout_and_shape_element_by_element(m, n, k, path, layout, out_la
 
 def test_auto_with_allow_tf32_takes_hopper_and_without_it_fp32():
     a, b = _operand(512, 512, False), _operand(512, 512, False)
-    assert numba_tc.explain(a, b, allow_tf32=True).startswith("hopper: transpose b; ")
+    big = _operand(2048, 2048, False)
+    assert numba_tc.explain(big, big, allow_tf32=True).startswith("hopper: transpose b; ")
     assert "cp.async b" in numba_tc.explain(a[:8], b, allow_tf32=True)
     assert not numba_tc.explain(a, b).startswith("hopper")
     c = numba_tc.gemm(a, b, allow_tf32=True)
