@@ -260,18 +260,31 @@ def max_active_clusters(fn: Function, block: int, smem: int, cluster: int) -> in
     return n
 
 
-def _config(grid: int, block: int, smem: int, stream: int, cluster: int):
+# Programmatic dependent launches (``launch(..., dependent=True)``); False: every launch waits for
+# the whole of the one before it, as a plain launch does (A/B runs: benchmarks/pdl_ab.py)
+DEPENDENT_LAUNCHES = True
+
+
+def _config(grid: int, block: int, smem: int, stream: int, cluster: int, dependent: bool):
     cu = _cu()
     cfg = cu.CUlaunchConfig()
     cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid, 1, 1
     cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = block, 1, 1
     cfg.sharedMemBytes = smem
     cfg.hStream = cu.CUstream(stream)
-    attr = cu.CUlaunchAttribute()
-    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster, 1, 1
-    cfg.attrs = [attr]
-    cfg.numAttrs = 1
+    attrs = []
+    if cluster > 1:
+        attr = cu.CUlaunchAttribute()
+        attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster, 1, 1
+        attrs.append(attr)
+    if dependent:
+        attr = cu.CUlaunchAttribute()
+        attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+        attr.value.programmaticStreamSerializationAllowed = 1
+        attrs.append(attr)
+    cfg.attrs = attrs
+    cfg.numAttrs = len(attrs)
     return cfg
 
 
@@ -310,13 +323,17 @@ def dims(d):
     return (d[0], 1) if len(d) == 1 else (d[0], d[1])
 
 
-def launch(fn: Function, grid, block, smem: int, stream: int, addr: int, cluster: int = 1) -> None:
+def launch(fn: Function, grid, block, smem: int, stream: int, addr: int, cluster: int = 1,
+           dependent: bool = False) -> None:
     """Launch ``fn`` on ``stream`` (a raw CUstream handle of ``fn``'s device) with the parameters
     at ``addr`` (``Params.pack``); ``grid`` and ``block`` are (x, y) pairs; ``cluster`` > 1
-    launches thread-block clusters of that many blocks along x (cuLaunchKernelEx). The caller is
-    inside ``on_device(fn.device)``."""
+    launches thread-block clusters of that many blocks along x, ``dependent`` as a programmatic
+    dependent of the launch before it on the stream (it may start before that one ends: the
+    kernel waits for it, ``grid_dep_wait``) (both by cuLaunchKernelEx). The caller is inside
+    ``on_device(fn.device)``."""
     cu = _CU or _cu()
-    if cluster == 1:
+    dependent = dependent and DEPENDENT_LAUNCHES
+    if cluster == 1 and not dependent:
         s = _STREAMS.get(stream)
         if s is None:
             if len(_STREAMS) > 1024:
@@ -324,9 +341,9 @@ def launch(fn: Function, grid, block, smem: int, stream: int, addr: int, cluster
             s = _STREAMS[stream] = cu.CUstream(stream)
         err, = cu.cuLaunchKernel(fn.handle, grid[0], grid[1], 1, block[0], block[1], 1, smem, s, addr, 0)
     else:
-        if grid[0] % cluster or grid[1] != 1:
-            raise ValueError(f"grid {grid} is not a row of whole clusters of {cluster}")
-        key = (grid[0], block[0], smem, stream, cluster)
+        if grid[0] % cluster or grid[1] != 1 or block[1] != 1:
+            raise ValueError(f"grid {grid} is not a row of whole clusters of {cluster} (blocks of one row)")
+        key = (grid[0], block[0], smem, stream, cluster, dependent)
         cfg = fn.configs.get(key)
         if cfg is None:
             if len(fn.configs) > 256:
@@ -336,7 +353,8 @@ def launch(fn: Function, grid, block, smem: int, stream: int, addr: int, cluster
     if int(err) != 0:
         _need_smem(fn, smem)
         raise CudaError(f"launching {fn.kernel.name} (grid {grid}, block {block}, {smem} bytes of "
-                        f"shared memory, cluster {cluster}) failed: {getattr(err, 'name', err)}")
+                        f"shared memory, cluster {cluster}{', dependent' if dependent else ''}) failed: "
+                        f"{getattr(err, 'name', err)}")
 
 
 def stream_is_capturing(stream: int) -> bool:

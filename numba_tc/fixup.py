@@ -17,7 +17,7 @@ from .fragments import OUT_CONVERT
 from .intrinsics import f32_ptr, load_f32x4
 from .jit import kernel, kernel_factory
 from .layout import ITEMSIZE
-from .primitives import stg_out1
+from .primitives import grid_dep_wait, stg_out1
 from .schedule import cdiv
 
 __all__ = ["fixup_kernel", "THREADS", "VEC", "plane_ld", "grid", "PARAMS"]
@@ -43,6 +43,7 @@ def fixup_kernel(out_dtype: str, epi=PLAIN):
     EPI = make_epilogue(epi)
 
     def fixup(W, C, M, N, ldw, ldc, splits, ep):
+        grid_dep_wait()                     # launched as the split-K kernel's dependent: its planes done
         i = int64(cuda.blockIdx.x) * THREADS + cuda.threadIdx.x
         per_row = ldw // VEC
         row = i // per_row

@@ -68,13 +68,15 @@ from .jit import device, kernel, kernel_factory, unrolled
 from .layout import c_fragment, chunk_offset, compute_dtype, wgmma_d_fragment, wgmma_desc, wgmma_operand_offset
 from .plan import Step
 from .primitives import (cluster_ctarank, cluster_sync, cp_async4, cp_async_commit, cp_async_wait,
-                         fence_proxy_async, lds_u32, mbar_arrive, mbar_arrive_cluster, mbar_expect_tx, mbar_fence_init, mbar_init, mbar_wait, named_barrier, setmaxnreg_dec,
-                         setmaxnreg_inc, smem_addr, sts_out2, sts_u32, tf32_rn, tma_load_2d, tma_load_2d_multicast, tma_load_3d,
-                         tma_prefetch_map, tma_store_2d, tma_store_3d, tma_store_commit, tma_store_wait_all,
-                         tma_store_wait_read, wgmma_commit, wgmma_fence, wgmma_m64n64k16, wgmma_m64n64k32_f8,
-                         wgmma_m64n128k16, wgmma_m64n128k32_f8, wgmma_m64n192k16, wgmma_m64n192k32_f8,
-                         wgmma_m64n256k16, wgmma_m64n256k32_f8, wgmma_m64n64k8_tf32, wgmma_m64n128k8_tf32,
-                         wgmma_m64n192k8_tf32, wgmma_m64n256k8_tf32, wgmma_wait)
+                         fence_proxy_async, grid_dep_launch, grid_dep_wait, lds_u32, mbar_arrive,
+                         mbar_arrive_cluster, mbar_expect_tx, mbar_fence_init, mbar_init, mbar_wait,
+                         named_barrier, setmaxnreg_dec, setmaxnreg_inc, smem_addr, sts_out2, sts_u32, tf32_rn,
+                         tma_load_2d, tma_load_2d_multicast, tma_load_3d, tma_prefetch_map, tma_store_2d,
+                         tma_store_3d, tma_store_commit, tma_store_wait_all, tma_store_wait_read,
+                         wgmma_commit, wgmma_fence, wgmma_m64n128k16, wgmma_m64n128k32_f8,
+                         wgmma_m64n128k8_tf32, wgmma_m64n192k16, wgmma_m64n192k32_f8, wgmma_m64n192k8_tf32,
+                         wgmma_m64n256k16, wgmma_m64n256k32_f8, wgmma_m64n256k8_tf32, wgmma_m64n64k16,
+                         wgmma_m64n64k32_f8, wgmma_m64n64k8_tf32, wgmma_wait)
 from .schedule import balanced_workers, cdiv, tile_origin
 from .tensormap import MAP_BYTES, encode, tma_requirements, tma_rows_fast
 
@@ -788,6 +790,7 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
         bars = ebase + EPI_BYTES                          # the ring's mbarriers
         tid = cuda.threadIdx.x
         wg = tid >> 7
+        grid_dep_launch()                                 # a fix-up after it may start (it waits)
         init_ring(bars, TMA_A, TMA_B)
         grid_m = (M + BM - 1) // BM
         grid_n = (N + BN - 1) // BN
@@ -795,6 +798,7 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
         acc = cuda.local.array(LOCAL, float32)
         pacc = ptr(acc)
         if not PRODUCER:
+            grid_dep_wait()                               # a copy before it done (launched as its dependent)
             one_tile(acc, pacc, C, TMA_A, TMA_B, sbase, bars, grid_m, grid_n, ktiles, ldc, M, N, tid, ep)
             return
         w = walk(grid_m, grid_n, ktiles, kper, batches)
@@ -802,6 +806,7 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
             if REG_P > 0:
                 setmaxnreg_dec(REG_P)
             if async_b or tid == CONS * 128:               # (all of it with async_b)
+                grid_dep_wait()                           # a copy before it done (launched as its dependent)
                 producer(TMA_A, b_source(TMA_B, PB, LDB, N, K), sbase, bars, w, bmask)
         else:                                             # ... warpgroups 0..CONS-1 consume
             if REG_C > 0:
@@ -843,14 +848,14 @@ OVERLAP = 0.3                       # the share of the shorter of math and memor
 TILE_EFFICIENCY = {(128, 256): 1.0, (128, 192): 0.95, (128, 128): 0.85, (64, 256): 0.8}
 # tf32 with an n-major B: the producer can copy it k-major by cp.async (``_async_loader``) instead
 # of a transposing pass over B before the kernel (``repack.gather_kernel``). Its 4-byte copies
-# are bound by the load/store unit, at about ASYNC_RATE elements a second an SM (256x128 at
-# 4096^3: 0.54x cuBLAS, where the pass reads 0.89x; benchmarks/results/tf32_async_ab_h100.log),
+# are bound by the load/store unit, at about ASYNC_RATE elements a second an SM (per tile; 256x128
+# at 4096^3: 0.54x cuBLAS, where the pass reads 0.89x; benchmarks/results/tf32_async_ab_h100.log),
 # and every block row of C copies B again; the pass moves each element once at HBM speed. So
 # the producer copies where the product is bound by reading B (few rows: 1x8192x8192 0.55x
 # against the pass's 0.33x), on tall tiles (one copy of B per 256 rows of C), where the cost
 # model says it beats the pass by ASYNC_WIN. ``ASYNC_B`` False: always the pass (A/B runs).
 ASYNC_B = True
-ASYNC_RATE = 3.2e9
+ASYNC_RATE = {(256, 128): 3.2e9, (64, 256): 4.0e9}
 ASYNC_WIN = 0.8
 HALVES = 0.925                      # a promoted tile added in halves waits twice a slice (fp8 128x256:
                                     # benchmarks/results/ab_fp8_halves_h100.log)
@@ -999,13 +1004,16 @@ def _gather_step(x, which: int, region: int, dev, total: int):
 
 def _b_by_producer(pool, m: int, n: int, k: int, sms: int, split: bool, out_bytes: int):
     """(whether the producer copies an n-major tf32 B, the configuration, the splits): the cost
-    model's time on ``ASYNC_CONFIGS``, at least the copies' (``ASYNC_RATE``), against a pass over
+    model's time on ``ASYNC_CONFIGS``, at least its rounds of copies (a unit's slices of B at
+    ``ASYNC_RATE`` an SM), against a pass over
     B (a launch, as the fix-up's, and B read and written at HBM speed) plus its time on ``pool``;
     the producer where it wins by ``ASYNC_WIN`` (see ``ASYNC_B``)."""
     keq = 2 * k                                     # (the model's K: 16-bit elements of the same bytes)
     ca, sa = pick_config(ASYNC_CONFIGS, m, n, keq, False, sms, split, out_bytes)
     cp, sp = pick_config(pool, m, n, keq, False, sms, split, out_bytes)
-    t_async = max(estimate(ca, m, n, keq, sa, sms, out_bytes), cdiv(m, ca.bm) * k * n / (ASYNC_RATE * sms))
+    _, kper, units = split_units(ca, m, n, keq, sa)
+    copies = cdiv(units, sms) * kper * ca.k_slice(4) * ca.bn / ASYNC_RATE[ca.bm, ca.bn]   # a unit's B a round
+    t_async = max(estimate(ca, m, n, keq, sa, sms, out_bytes), copies)
     t_pass = FIXUP_S + 8.0 * k * n / HBM_BYTES_S + estimate(cp, m, n, keq, sp, sms, out_bytes)   # (a launch)
     return (True, ca, sa) if t_async < ASYNC_WIN * t_pass else (False, cp, sp)
 
@@ -1100,12 +1108,12 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
                  + (f" split-K {splits}" if splits > 1 else ""))
         steps.append(Step(k, work_plan(cfg, units, resident), cfg.threads,
                           args if total else lambda *v: args(0, *v), smem=cfg.smem_bytes, cluster=cfg.cluster,
-                          fn=fn, workspace=total, label=label))
+                          fn=fn, workspace=total, label=label, dependent=bool(steps)))
         if splits > 1:
             fk = fixup.fixup_kernel(c.dtype, epi)
             steps.append(Step(fk, fixup.grid(m, n), fixup.THREADS,
                               lambda ws, pa, pb, pc, *ep: (ws + planes, pc, m, n, ldw, c.ld, splits, *ep),
-                              fn=driver.load(fk, dev), workspace=total, label="fixup"))
+                              fn=driver.load(fk, dev), workspace=total, label="fixup", dependent=True))
         return steps
     return plan
 

@@ -32,12 +32,16 @@ def operand_args(a, b, c) -> Callable:
 
 class Step:
     """One kernel launch of a plan."""
-    __slots__ = ("kernel", "grid", "block", "smem", "cluster", "args", "fn", "workspace", "label", "_local",
-                 "_dims")
+    __slots__ = ("kernel", "grid", "block", "smem", "cluster", "args", "fn", "workspace", "label", "dependent",
+                 "_local", "_dims")
 
     def __init__(self, kernel, grid: Union[int, Tuple[int, int]], block: Union[int, Tuple[int, int]],
-                 args: Callable, smem: int = 0, cluster: int = 1, fn=None, workspace: int = 0, label: str = ""):
+                 args: Callable, smem: int = 0, cluster: int = 1, fn=None, workspace: int = 0, label: str = "",
+                 dependent: bool = False):
+        """``dependent``: launched as a programmatic dependent of the step before it (its kernel
+        calls ``grid_dep_wait`` before it reads that step's output; ``driver.launch``)."""
         self.kernel, self.grid, self.block, self.smem, self.cluster = kernel, grid, block, smem, cluster
+        self.dependent = dependent
         self.args, self.fn, self.workspace = args, fn, workspace
         self.label = label or (kernel.key[0] if kernel.key else kernel.fn.__name__)  # what explain() shows
         self._local = threading.local()
@@ -59,7 +63,7 @@ class Step:
             p.pack(self.args(*values))
             p.last = values
         grid, block = self._dims
-        driver.launch(self.fn, grid, block, self.smem, stream, p.addr, self.cluster)
+        driver.launch(self.fn, grid, block, self.smem, stream, p.addr, self.cluster, self.dependent)
 
     def __repr__(self):
         return (f"Step({self.kernel.name}, grid={self.grid}, block={self.block}, smem={self.smem}, "

@@ -87,6 +87,8 @@ HOPPER_SIGNATURES = {
     "tma_prefetch_map": _I32(_I64),
     "fence_proxy_async": _I32(),
     "tf32_rn": _U32(_U32),
+    "grid_dep_wait": _I32(),
+    "grid_dep_launch": _I32(),
     "cluster_ctarank": _I32(),
     "cluster_sync": _I32(),
     "named_barrier": _I32(_I32, _I32),

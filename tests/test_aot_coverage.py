@@ -139,3 +139,25 @@ def test_lists_hold_no_duplicates(name):
     for dt in v.dtypes:
         keys = [k.key for k in v.kernels(dt)]
         assert len(keys) == len(set(keys))
+
+
+def test_the_launches_after_the_first_of_a_plan_are_dependents(fake_driver):
+    """In a plan of several launches, the product after its copies and the fix-up after the
+    product are launched as programmatic dependents of the launch before (each starts early and
+    waits in the kernel for what that one wrote, so its end implies that one's); the first
+    launch, a copy after a copy (which does not wait: the product's wait would not cover the
+    first) and a plan of one launch, as usual (after all the stream's work)."""
+    from numba_tc import api
+    v = api.get_variant("hopper")
+    cases = [((2048, 2048, 2048, 0), "float32", ["transpose b", "128x"]),        # tf32: B copied k-major
+             ((64, 256, 65536, 0), "bfloat16", ["split-K", "fixup"]),
+             ((4095, 4097, 4099, 1), "bfloat16", ["repack a", "repack b", "128x"]),   # rows TMA cannot read
+             ((4096, 4096, 4096, 0), "bfloat16", ["128x"])]
+    for (m, n, k, pad), dt, labels in cases:
+        a = Matrix(None, m, k, k + pad, False, dt, 1 << 32)
+        b = Matrix(None, k, n, n + pad, False, dt, 2 << 32)
+        steps = v.plan(a, b, Matrix(None, m, n, n, False, "float32", 3 << 32), 0)
+        assert len(steps) == len(labels) and all(w in st.label for st, w in zip(steps, labels)), \
+            [st.label for st in steps]
+        assert [st.dependent for st in steps] == [i > 0 and "repack" not in st.label and "transpose" not in st.label
+                                                  for i, st in enumerate(steps)], labels

@@ -128,6 +128,34 @@ def test_graph_capture_then_other_calls_then_replay(variant, dtype, tol):
         assert _err(c, a, b) < tol and _err(d, a, b) < tol
 
 
+@pytest.mark.skipif(not _sm90(), reason="needs an sm_90 GPU (the Hopper plans of several launches)")
+@pytest.mark.parametrize("m,n,k,dtype,what", [(64, 256, 16384, "bfloat16", "fixup"),
+                                              (1000, 520, 392, "float32", "transpose b"),
+                                              (8, 4096, 2048, "float32", "cp.async b split-K"),
+                                              (1000, 520, 390, "bfloat16", "repack a; repack b")])
+def test_graph_capture_of_plans_of_dependent_launches(m, n, k, dtype, what):
+    # a copy, the product and a fix-up launched as programmatic dependents of the launch before:
+    # captured on a side stream (torch's graph), replayed on new values, against float64
+    dt = getattr(torch, dtype)
+    a = torch.randn(m, k + (k % 2), device="cuda", dtype=dt)[:, :k]      # (odd K: rows TMA cannot read)
+    b = torch.randn(k, n + (k % 2), device="cuda", dtype=dt)[:, :n]
+    tf32 = dtype == "float32"
+    assert what in numba_tc.explain(a, b, allow_tf32=tf32)
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float32)
+    numba_tc.gemm(a, b, out=c, allow_tf32=tf32)                          # warm outside capture
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        numba_tc.gemm(a, b, out=c, allow_tf32=tf32)
+        d = numba_tc.gemm(a, b, allow_tf32=tf32)
+    for _ in range(3):
+        a.copy_(torch.randn_like(a))
+        c.fill_(float("nan"))
+        g.replay()
+        torch.cuda.synchronize()
+        assert _err(c, a, b) < 2e-3 and _err(d, a, b) < 2e-2
+
+
 def test_cupy_stream_capture_and_replay():
     cupy = pytest.importorskip("cupy")
     for variant in (["hopper"] if _sm90() else []) + ["mma_tuned"]:

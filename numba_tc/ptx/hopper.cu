@@ -126,6 +126,20 @@ extern "C" __device__ int fence_proxy_async(int* ret) {
     return 0;
 }
 
+// Programmatic dependent launch (griddepcontrol, PTX ISA 9.7.13; sm_90+), for the launches of one
+// plan: a kernel launched as a dependent of the one before it may start while that one still
+// runs, and waits here before it reads what that one wrote (all of it done and visible); the
+// kernel before lets its dependent be scheduled once every block has passed launch_dependents.
+// Both are no-ops in a kernel launched without the attribute.
+extern "C" __device__ int grid_dep_wait(int* ret) {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    return 0;
+}
+extern "C" __device__ int grid_dep_launch(int* ret) {
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    return 0;
+}
+
 // fp32 bits rounded to tf32 to nearest, ties to even (cvt.rn.tf32.f32, PTX ISA 9.7.9.21; .rn is
 // sm_90+): what TMA does to a FLOAT32 operand it loads as TFLOAT32, for one copied otherwise.
 extern "C" __device__ int tf32_rn(u32* ret, u32 x) {
