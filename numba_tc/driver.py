@@ -265,7 +265,7 @@ def max_active_clusters(fn: Function, block: int, smem: int, cluster: int) -> in
 DEPENDENT_LAUNCHES = True
 
 
-def _config(grid: int, block: int, smem: int, stream: int, cluster: int, dependent: bool):
+def _config(grid: int, block: int, smem: int, stream: int, cluster: int, dependent: bool = False):
     cu = _cu()
     cfg = cu.CUlaunchConfig()
     cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid, 1, 1

@@ -68,7 +68,7 @@ from .jit import device, kernel, kernel_factory, unrolled
 from .layout import c_fragment, chunk_offset, compute_dtype, wgmma_d_fragment, wgmma_desc, wgmma_operand_offset
 from .plan import Step
 from .primitives import (cluster_ctarank, cluster_sync, cp_async4, cp_async_commit, cp_async_wait,
-                         fence_proxy_async, grid_dep_launch, grid_dep_wait, lds_u32, mbar_arrive,
+                         fence_proxy_async, grid_dep_wait, lds_u32, mbar_arrive,
                          mbar_arrive_cluster, mbar_expect_tx, mbar_fence_init, mbar_init, mbar_wait,
                          named_barrier, setmaxnreg_dec, setmaxnreg_inc, smem_addr, sts_out2, sts_u32, tf32_rn,
                          tma_load_2d, tma_load_2d_multicast, tma_load_3d, tma_prefetch_map, tma_store_2d,
@@ -790,7 +790,6 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
         bars = ebase + EPI_BYTES                          # the ring's mbarriers
         tid = cuda.threadIdx.x
         wg = tid >> 7
-        grid_dep_launch()                                 # a fix-up after it may start (it waits)
         init_ring(bars, TMA_A, TMA_B)
         grid_m = (M + BM - 1) // BM
         grid_n = (N + BN - 1) // BN

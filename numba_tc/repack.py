@@ -16,7 +16,7 @@ from numba import cuda, float32, int64, uint8, uint32
 from .intrinsics import device_array, f32_ptr, ptr
 from .jit import device, kernel, kernel_factory
 from .layout import ITEMSIZE, ROW_BYTES
-from .primitives import grid_dep_launch, ldg_f32x4, ldg_in16, ldg_v4u32, prmt, stg_f32x4, stg_out1, stg_v4u32
+from .primitives import ldg_f32x4, ldg_in16, ldg_v4u32, prmt, stg_f32x4, stg_out1, stg_v4u32
 from .schedule import cdiv
 
 __all__ = ["repack_kernel", "gather_kernel", "pitch", "grid", "grid_tiles", "vector_ok", "gather_kernels", "THREADS", "VEC", "TILE"]
@@ -43,7 +43,6 @@ def repack_kernel(dtype: str):
     KIND, ITEM = _KIND[dtype], ITEMSIZE[dtype]
 
     def repack(src, dst, lines, width, ld_src, ld_dst):
-        grid_dep_launch()                   # (the product after it may start: it waits for this copy)
         i = int64(cuda.blockIdx.x) * THREADS + cuda.threadIdx.x
         per_line = (width + VEC - 1) // VEC
         line = i // per_line
@@ -92,7 +91,6 @@ def gather_kernel(trans: bool, item: int, vec: bool = False):
     vector_tile = _vector_tile(item)
 
     def gather(src, dst, lines, width, s_i, s_j, ld_dst):
-        grid_dep_launch()                   # (the product after it may start: it waits for this copy)
         tile = cuda.shared.array((T, TP), W)
         tiles_j = (width + T - 1) // T
         bi = cuda.blockIdx.x // tiles_j
