@@ -88,7 +88,6 @@ HOPPER_SIGNATURES = {
     "fence_proxy_async": _I32(),
     "tf32_rn": _U32(_U32),
     "grid_dep_wait": _I32(),
-    "grid_dep_launch": _I32(),
     "cluster_ctarank": _I32(),
     "cluster_sync": _I32(),
     "named_barrier": _I32(_I32, _I32),

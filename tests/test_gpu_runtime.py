@@ -136,9 +136,9 @@ def test_graph_capture_then_other_calls_then_replay(variant, dtype, tol):
 def test_graph_capture_of_plans_of_dependent_launches(m, n, k, dtype, what):
     # a copy, the product and a fix-up launched as programmatic dependents of the launch before:
     # captured on a side stream (torch's graph), replayed on new values, against float64
-    dt = getattr(torch, dtype)
-    a = torch.randn(m, k + (k % 2), device="cuda", dtype=dt)[:, :k]      # (odd K: rows TMA cannot read)
-    b = torch.randn(k, n + (k % 2), device="cuda", dtype=dt)[:, :n]
+    dt, pad = getattr(torch, dtype), int("repack" in what)                # (odd pitches: rows TMA cannot read)
+    a = torch.randn(m, k + pad, device="cuda", dtype=dt)[:, :k]
+    b = torch.randn(k, n + pad, device="cuda", dtype=dt)[:, :n]
     tf32 = dtype == "float32"
     assert what in numba_tc.explain(a, b, allow_tf32=tf32)
     c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float32)

@@ -126,17 +126,14 @@ extern "C" __device__ int fence_proxy_async(int* ret) {
     return 0;
 }
 
-// Programmatic dependent launch (griddepcontrol, PTX ISA 9.7.13; sm_90+), for the launches of one
-// plan: a kernel launched as a dependent of the one before it may start while that one still
-// runs, and waits here before it reads what that one wrote (all of it done and visible); the
-// kernel before lets its dependent be scheduled once every block has passed launch_dependents.
-// Both are no-ops in a kernel launched without the attribute.
+// Programmatic dependent launch (griddepcontrol.wait, PTX ISA 9.7.13; sm_90+), for the launches of
+// one plan: a kernel launched as a dependent of the one before it is set up while that one ends
+// (no launch gap), and waits here before it reads what that one wrote (all of it done and
+// visible). A no-op in a kernel launched without the attribute. (The kernels before do not
+// signal early with griddepcontrol.launch_dependents: their dependents then started sooner but
+// ran 7-14% slower, benchmarks/results/pdl_ab_trigger_h100.log.)
 extern "C" __device__ int grid_dep_wait(int* ret) {
     asm volatile("griddepcontrol.wait;" ::: "memory");
-    return 0;
-}
-extern "C" __device__ int grid_dep_launch(int* ret) {
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     return 0;
 }
 
