@@ -1,12 +1,14 @@
 """tf32 launches for compute-sanitizer: every layout (the transposing copy, whole and edge tiles,
 16-byte and element-wise), ragged and unaligned rows (the copy of rows TMA cannot read), split-K
-with its fix-up, a one-row A, an epilogue.
+with its fix-up, a one-row A, an epilogue; an n-major B copied by the producer's cp.async (few
+rows: whole and split-K, ragged, an odd pitch) on both of its tiles.
 
     compute-sanitizer --tool memcheck --report-api-errors no python benchmarks/check_tf32_launches.py
 """
 import torch
 
 import numba_tc
+from numba_tc import hopper
 
 
 def operand(rows, cols, trans):
@@ -17,6 +19,11 @@ for m, n, k in ((328, 200, 264), (1000, 777, 1001), (64, 256, 8192), (1, 4096, 4
     for ta in (False, True):
         for tb in (False, True):
             numba_tc.gemm(operand(m, k, ta), operand(k, n, tb), allow_tf32=True)
+for m, n, k in ((8, 4097, 640), (257, 130, 96), (300, 777, 1001)):
+    for cfg in hopper.ASYNC_CONFIGS:
+        for splits in (1, 3):
+            v = numba_tc.variant_from(cfg, f"async_{cfg.bm}_{splits}", splits=splits)
+            numba_tc.gemm(operand(m, k, False), operand(k, n, False), v, allow_tf32=True)
 a, b = operand(300, 500, False), operand(500, 260, False)
 numba_tc.gemm(a, b, allow_tf32=True, bias=torch.randn(260, device="cuda"), activation="relu")
 torch.cuda.synchronize()
