@@ -45,8 +45,10 @@ with the reason; ``hopper`` copies them (``repack``).
 
 fp8 and tf32 (``hopper`` only): a K slice is still one 128-byte row (128 fp8 or 32 fp32 elements),
 read by wgmma's k32 fp8 or k8 tf32 instructions, which take k-major operands only: the others are
-copied k-major first (``repack.gather_kernel``). fp32 operands are loaded by TMA as TFLOAT32,
-which rounds them to tf32 (to nearest even). fp8 wgmma adds in fewer bits than fp32, so its
+copied k-major first (``repack.gather_kernel``), or, for a tf32 B of few rows' products, into each
+stage by the producer warpgroup's cp.async (``_async_loader``, ``_b_by_producer``). fp32 operands
+are loaded by TMA as TFLOAT32, which rounds them to tf32 (to nearest even; the producer's copy
+rounds them so too). fp8 wgmma adds in fewer bits than fp32, so its
 tiles promote: each slice's sum in accumulators of its own, added to fp32 ones
 (``make_promoted_mainloop``; a 256-wide tile one n128 half at a time, ``WgmmaConfig.promote_n``);
 the per-tensor scales are read in the epilogue (``Epilogue.scales``).
@@ -242,8 +244,8 @@ def _loader(KMAJOR, ROWS, MASK, BATCH=False):
 def _async_loader(ROWS):
     """``(copy, finish)`` for an mn-major fp32 operand loaded by the producer warpgroup's cp.async,
     ``src`` = (address, row pitch in elements, columns, K), element (k, mn) at address + 4 (k ld
-    + mn); each thread of the producer warpgroup its share. ``copy(src, dst, mn0, k0)``: this thread's share of the K slice
-    at k0 (32 elements) of columns mn0..mn0+ROWS, to ``dst`` k-major and 128B-swizzled as TMA
+    + mn), each producer thread its share. ``copy(src, dst, mn0, k0)``: this thread's share of
+    the K slice at k0 (32 elements) of columns mn0..mn0+ROWS, to ``dst`` k-major and 128B-swizzled as TMA
     stores a k-major box (``layout.chunk_offset``), so wgmma reads it as any k-major tile: 4-byte
     cp.async (any pitch: no 16-byte rule), zeros past the edges, one commit group. A warp's copy
     is 4 consecutive k (lane % 4) of 8 consecutive columns (lane / 4): whole 32-byte sectors of 4
