@@ -156,6 +156,23 @@ def test_graph_capture_of_plans_of_dependent_launches(m, n, k, dtype, what):
         assert _err(c, a, b) < 2e-3 and _err(d, a, b) < 2e-2
 
 
+@pytest.mark.skipif(not _two_gpus() or not _sm90(), reason="needs two sm_90 GPUs")
+def test_dependent_launches_on_the_second_gpu_and_a_side_stream():
+    # a plan of dependent launches (a transposing copy then the product; a split-K product then
+    # its fix-up) with every operand on device 1, enqueued on a non-default stream of it
+    with torch.cuda.device(1):
+        s = torch.cuda.Stream()
+        for m, n, k, dtype in ((1000, 520, 392, torch.float32), (64, 256, 16384, torch.bfloat16)):
+            a = torch.randn(m, k, device="cuda:1", dtype=dtype)
+            b = torch.randn(k, n, device="cuda:1", dtype=dtype)
+            tf32 = dtype == torch.float32
+            assert ";" in numba_tc.explain(a, b, allow_tf32=tf32)
+            with torch.cuda.stream(s):
+                c = numba_tc.gemm(a, b, allow_tf32=tf32)
+            s.synchronize()
+            assert c.device.index == 1 and _err(c, a, b) < (2e-3 if tf32 else 2e-2)
+
+
 def test_cupy_stream_capture_and_replay():
     cupy = pytest.importorskip("cupy")
     for variant in (["hopper"] if _sm90() else []) + ["mma_tuned"]:
