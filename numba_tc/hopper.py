@@ -891,11 +891,13 @@ def _overlap(compute: float, memory: float) -> float:
     return max(compute, memory) + OVERLAP * min(compute, memory)
 
 
-def pick_config(cfgs, m: int, n: int, k: int, slow_b: bool, sms: int, split: bool = True, out_bytes: int = 2):
+def pick_config(cfgs, m: int, n: int, k: int, slow_b: bool, sms: int, split: bool = True, out_bytes: int = 2,
+                cost=None):
     """(configuration, splits) for one problem: of the configurations that multicast B (cluster
     > 1) if B's rows load slowly (``slow_b``, see ``tensormap.tma_rows_fast``), else of those
     that do not, and of 1 to ``sms`` K splits (at least ``MIN_SPLIT_SLICES`` slices each; only
-    1 unless ``split``), the pair ``estimate`` ranks fastest, the earlier configuration and the
+    1 unless ``split``), the pair ``estimate`` (or ``cost``, of the same arguments) ranks
+    fastest, the earlier configuration and the
     fewer splits unless another is faster by more than the model's noise (``TIE``). It keeps
     the measured choices from before split-K: 1024^3 takes 128x128 tiles (188 vs 132 TFLOP/s
     with 128x256), 2048^3 128x256 (626 vs 609)."""
@@ -907,7 +909,7 @@ def pick_config(cfgs, m: int, n: int, k: int, slow_b: bool, sms: int, split: boo
         for s in range(1, top + 1):
             if s > 1 and cdiv(ktiles, cdiv(ktiles, s)) != s:
                 continue                    # the same units as a smaller split
-            t = estimate(cfg, m, n, k, s, sms, out_bytes)
+            t = (cost or estimate)(cfg, m, n, k, s, sms, out_bytes)
             if best is None or t < TIE * best[0]:
                 best = (t, cfg, s)
     return best[1], best[2]
@@ -1003,18 +1005,23 @@ def _gather_step(x, which: int, region: int, dev, total: int):
     return step, replace(x, ld=ld, ptr=0, trans=which == 1)
 
 
+def estimate_async_b(cfg: WgmmaConfig, m: int, n: int, k: int, splits: int, sms: int, out_bytes: int = 2) -> float:
+    """``estimate`` of a product whose n-major tf32 B the producer copies: at least its rounds of
+    copies (a unit's slices of B at ``ASYNC_RATE`` an SM), which more splits spread over more SMs."""
+    _, kper, units = split_units(cfg, m, n, k, splits)
+    copies = cdiv(units, sms) * kper * cfg.k_slice(4) * cfg.bn / ASYNC_RATE[cfg.bm, cfg.bn]
+    return max(estimate(cfg, m, n, k, splits, sms, out_bytes), copies)
+
+
 def _b_by_producer(pool, m: int, n: int, k: int, sms: int, split: bool, out_bytes: int):
     """(whether the producer copies an n-major tf32 B, the configuration, the splits): the cost
-    model's time on ``ASYNC_CONFIGS``, at least its rounds of copies (a unit's slices of B at
-    ``ASYNC_RATE`` an SM), against a pass over
-    B (a launch, as the fix-up's, and B read and written at HBM speed) plus its time on ``pool``;
-    the producer where it wins by ``ASYNC_WIN`` (see ``ASYNC_B``)."""
+    model's best time on ``ASYNC_CONFIGS`` with the copies (``estimate_async_b``) against a pass
+    over B (a launch, as the fix-up's, and B read and written at HBM speed) plus its best time on
+    ``pool``; the producer where it wins by ``ASYNC_WIN`` (see ``ASYNC_B``)."""
     keq = 2 * k                                     # (the model's K: 16-bit elements of the same bytes)
-    ca, sa = pick_config(ASYNC_CONFIGS, m, n, keq, False, sms, split, out_bytes)
+    ca, sa = pick_config(ASYNC_CONFIGS, m, n, keq, False, sms, split, out_bytes, estimate_async_b)
     cp, sp = pick_config(pool, m, n, keq, False, sms, split, out_bytes)
-    _, kper, units = split_units(ca, m, n, keq, sa)
-    copies = cdiv(units, sms) * kper * ca.k_slice(4) * ca.bn / ASYNC_RATE[ca.bm, ca.bn]   # a unit's B a round
-    t_async = max(estimate(ca, m, n, keq, sa, sms, out_bytes), copies)
+    t_async = estimate_async_b(ca, m, n, keq, sa, sms, out_bytes)
     t_pass = FIXUP_S + 8.0 * k * n / HBM_BYTES_S + estimate(cp, m, n, keq, sp, sms, out_bytes)   # (a launch)
     return (True, ca, sa) if t_async < ASYNC_WIN * t_pass else (False, cp, sp)
 
