@@ -1007,10 +1007,11 @@ def _gather_step(x, which: int, region: int, dev, total: int):
 
 def estimate_async_b(cfg: WgmmaConfig, m: int, n: int, k: int, splits: int, sms: int, out_bytes: int = 2) -> float:
     """``estimate`` of a product whose n-major tf32 B the producer copies: at least its rounds of
-    copies (a unit's slices of B at ``ASYNC_RATE`` an SM), which more splits spread over more SMs."""
+    copies (a unit's slices of B at ``ASYNC_RATE`` an SM, two more for the ring's fill as
+    ``estimate`` counts them, and a split's fix-up), which more splits spread over more SMs."""
     _, kper, units = split_units(cfg, m, n, k, splits)
-    copies = cdiv(units, sms) * kper * cfg.k_slice(4) * cfg.bn / ASYNC_RATE[cfg.bm, cfg.bn]
-    return max(estimate(cfg, m, n, k, splits, sms, out_bytes), copies)
+    copies = cdiv(units, sms) * (kper + 2) * cfg.k_slice(4) * cfg.bn / ASYNC_RATE[cfg.bm, cfg.bn]
+    return max(estimate(cfg, m, n, k, splits, sms, out_bytes), copies + FIXUP_S * (splits > 1))
 
 
 def _b_by_producer(pool, m: int, n: int, k: int, sms: int, split: bool, out_bytes: int):

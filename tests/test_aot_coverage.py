@@ -30,7 +30,7 @@ SHAPES = [(1, 4096, 4096), (1, 8192, 8192), (8, 4096, 11008), (1, 1024, 65536), 
           (7, 9, 11), (128, 128, 128), (128, 128, 8192), (96, 5120, 5120),
           (256, 256, 131072), (1000, 1000, 32768), (1536, 1536, 1536), (4095, 4097, 4099),
           (4096, 4096, 4096), (128 * 66, 256, 1024), (8192, 8192, 8192), (65536, 256, 4096),
-          (64, 16384, 512), (256, 4096, 65536)]      # (tf32: B copied by the producer, whole and split)
+          (16, 32768, 256), (256, 4096, 65536)]      # (tf32: B copied by the producer, whole and split)
 # Each operand as (pad of the leading dimension, offset of the base in elements[, in bytes]):
 # contiguous, rows made odd, the base one element off; B's rows also 16 mod 32 bytes apart
 # (TMA reads them slowly, hopper multicasts B); C's base 8 bytes off (pairs aligned, not
