@@ -253,6 +253,7 @@ class WgmmaConfig:
     cluster: int = 1                # rung 6: blocks per cluster along M, sharing B by TMA multicast
     tma_store: bool = False         # rung 7: epilogue staged in shared memory, written by TMA
     promote: bool = False           # fp8: each K slice summed apart, then added to fp32 accumulators
+    staged: bool = False            # each stage also holds B's slice as it lies (the producer transposes it)
     epi_boxes: int = 2              # 8 KiB output boxes per consumer in that ring (2: double buffer)
     group_m: int = 8                # tile order: groups of group_m block rows share B tiles in L2
     max_stages: int = 6
@@ -297,7 +298,7 @@ class WgmmaConfig:
 
     @property
     def stage_bytes(self) -> int:
-        return (self.bm + self.bn) * self.bk * 2       # (16-bit inputs: layout.ITEMSIZE)
+        return (self.bm + self.bn * (1 + self.staged)) * self.bk * 2       # (16-bit inputs: layout.ITEMSIZE)
 
     def k_slice(self, itemsize: int = 2) -> int:
         """Elements of K per slice for inputs of ``itemsize`` bytes: a slice is ``bk`` 16-bit

@@ -69,10 +69,10 @@ from .intrinsics import f32_ptr, ptr
 from .jit import device, kernel, kernel_factory, unrolled
 from .layout import c_fragment, chunk_offset, compute_dtype, wgmma_d_fragment, wgmma_desc, wgmma_operand_offset
 from .plan import Step
-from .primitives import (cluster_ctarank, cluster_sync, cp_async4, cp_async_commit, cp_async_wait,
-                         fence_proxy_async, grid_dep_wait, lds_u32, mbar_arrive,
+from .primitives import (cluster_ctarank, cluster_sync, cp_async16, cp_async_commit, cp_async_wait,
+                         fence_proxy_async, grid_dep_wait, lds_v4u32, mbar_arrive,
                          mbar_arrive_cluster, mbar_expect_tx, mbar_fence_init, mbar_init, mbar_wait,
-                         named_barrier, setmaxnreg_dec, setmaxnreg_inc, smem_addr, sts_out2, sts_u32, tf32_rn,
+                         named_barrier, setmaxnreg_dec, setmaxnreg_inc, smem_addr, sts_out2, sts_v4u32, tf32_rn,
                          tma_load_2d, tma_load_2d_multicast, tma_load_3d, tma_prefetch_map, tma_store_2d,
                          tma_store_3d, tma_store_commit, tma_store_wait_all, tma_store_wait_read,
                          wgmma_commit, wgmma_fence, wgmma_m64n128k16, wgmma_m64n128k32_f8,
@@ -95,8 +95,6 @@ KMAJOR_ONLY = layout.FP8 + ("tf32",)             # input types wgmma reads k-maj
 # and row pitch in elements (a kernel that copies B by cp.async, ``async_b``; others ignore them)
 PARAMS = ("map",) * 3 + ("i64",) * 10
 ASYNC_THREADS = 128      # the producer warpgroup: all of it copies an operand by cp.async
-ASYNC_REGS = 48          # ... at this many registers a thread where the block has them (at 40 ptxas
-                         # spills in the 64x256 kernel)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -242,48 +240,61 @@ def _loader(KMAJOR, ROWS, MASK, BATCH=False):
 
 @lru_cache(maxsize=None)
 def _async_loader(ROWS):
-    """``(copy, finish)`` for an mn-major fp32 operand loaded by the producer warpgroup's cp.async,
-    ``src`` = (address, row pitch in elements, columns, K), element (k, mn) at address + 4 (k ld
-    + mn), each producer thread its share. ``copy(src, dst, mn0, k0)``: this thread's share of
-    the K slice at k0 (32 elements) of columns mn0..mn0+ROWS, to ``dst`` k-major and 128B-swizzled as TMA
-    stores a k-major box (``layout.chunk_offset``), so wgmma reads it as any k-major tile: 4-byte
-    cp.async (any pitch: no 16-byte rule), zeros past the edges, one commit group. A warp's copy
-    is 4 consecutive k (lane % 4) of 8 consecutive columns (lane / 4): whole 32-byte sectors of 4
-    source rows, and 8 tile rows' same chunk, which the swizzle spreads over all 32 banks.
-    ``finish(src, dst, full, pending)``: once this thread's copies but the last ``pending`` groups
-    have landed, round its elements to tf32 in place (to nearest even, as TMA's TFLOAT32 loads
-    round A: wgmma would truncate them), fence them for wgmma's async-proxy reads, and arrive on
-    the stage's ``full`` barrier."""
-    GROUPS = ROWS // 32                    # 8-column groups per warp
+    """``(copy, finish)`` for an mn-major fp32 operand the producer warpgroup copies k-major, each
+    thread its share: ``src`` = (address, row pitch in elements, columns, K), element (k, mn) at
+    address + 4 (k ld + mn), 16-byte aligned rows (``repack.vector_ok``). ``copy(src, staged,
+    mn0, k0)``: the K slice at k0 (32 elements) of columns mn0..mn0+ROWS as it lies, into the
+    stage's ``staged`` rows of K by 16-byte cp.async (zeros past the edges; chunks XOR-swizzled
+    by k / 4), one commit group. ``finish(staged, dst, full, pending)``: once this thread's copies
+    but the last ``pending`` groups have landed, transpose 4 x 4 blocks in registers (four 16-byte
+    loads of 4 k rows, four 16-byte stores of 4 columns) into ``dst`` k-major and 128B-swizzled as
+    TMA stores a k-major box (``layout.chunk_offset``), rounding each element to tf32 (to nearest
+    even, as TMA's TFLOAT32 loads round A: wgmma would truncate); fence them for wgmma's async
+    proxy and arrive on the stage's ``full`` barrier. A phase of 8 lanes takes the 8 blocks of
+    one 4-column group (4 k each), so both the loads and the stores fall in distinct banks."""
+    Q = ROWS // 4                          # 16-byte chunks of a staged row of K
+    ROW = ROWS * 4                         # bytes of a staged row
+    COPIES = 32 * Q // ASYNC_THREADS       # chunks a thread copies a slice
+    BLOCKS = 8 * Q // ASYNC_THREADS        # 4 x 4 blocks a thread transposes a slice
 
     @device
-    def place():                           # (this thread's first tile column, its k within 4)
-        t = cuda.threadIdx.x & 127
-        return 8 * GROUPS * (t >> 5) + ((t >> 2) & 7), t & 3
+    def staged_at(k, q):                   # chunk q of staged row k
+        return k * ROW + ((q ^ ((k >> 2) & 7)) << 4)
 
     @device
-    def copy(src, dst, mn0, k0):
+    def copy(src, staged, mn0, k0):
         base, ld, cols, kk = src
-        c0, kq = place()
-        room = cols - mn0 - c0
-        first = base + ((k0 + kq) * ld + mn0 + c0) * 4
-        for kg in range(8):                             # k = k0 + 4 kg + kq
-            kin = k0 + 4 * kg + kq < kk
-            p = first + kg * 16 * ld
-            d = dst + chunk_offset(c0, kg, 8, True) + 4 * kq
-            for j in range(GROUPS):                     # column c0 + 8 j: 8 rows (1024 bytes) on
-                ok = kin and 8 * j < room
-                cp_async4(d + 1024 * j, p + 32 * j if ok else base, 4 if ok else 0)
+        t = cuda.threadIdx.x & (ASYNC_THREADS - 1)
+        for i in range(COPIES):
+            c = t + ASYNC_THREADS * i
+            k = c // Q
+            q = c - k * Q
+            left = cols - mn0 - 4 * q                     # columns from this chunk's first to the edge
+            nbytes = 4 * min(4, max(0, left)) if k0 + k < kk else 0
+            cp_async16(staged + staged_at(k, q), base + ((k0 + k) * ld + mn0 + 4 * q) * 4 if nbytes else base,
+                       nbytes)
         cp_async_commit()
 
     @device
-    def finish(src, dst, full, pending):
-        c0, kq = place()
+    def finish(staged, dst, full, pending):
+        t = cuda.threadIdx.x & (ASYNC_THREADS - 1)
+        v = cuda.local.array(16, uint32)
+        pv = ptr(v)
         cp_async_wait(pending)
-        for kg in range(8):
-            d = dst + chunk_offset(c0, kg, 8, True) + 4 * kq
-            for j in range(GROUPS):
-                sts_u32(d + 1024 * j, tf32_rn(lds_u32(d + 1024 * j)))
+        for i in range(BLOCKS):
+            b = t + ASYNC_THREADS * i
+            kb = b & 7                                    # k = 4 kb .. 4 kb + 3
+            nb = b >> 3                                   # columns 4 nb .. 4 nb + 3
+            lds_v4u32(pv, 0, staged + staged_at(4 * kb, nb))
+            lds_v4u32(pv, 4, staged + staged_at(4 * kb + 1, nb))
+            lds_v4u32(pv, 8, staged + staged_at(4 * kb + 2, nb))
+            lds_v4u32(pv, 12, staged + staged_at(4 * kb + 3, nb))
+            for e in range(16):
+                v[e] = tf32_rn(v[e])
+            sts_v4u32(dst + chunk_offset(4 * nb, kb, 8, True), v[0], v[4], v[8], v[12])
+            sts_v4u32(dst + chunk_offset(4 * nb + 1, kb, 8, True), v[1], v[5], v[9], v[13])
+            sts_v4u32(dst + chunk_offset(4 * nb + 2, kb, 8, True), v[2], v[6], v[10], v[14])
+            sts_v4u32(dst + chunk_offset(4 * nb + 3, kb, 8, True), v[3], v[7], v[11], v[15])
         fence_proxy_async()
         mbar_arrive(full)
     return copy, finish
@@ -309,7 +320,7 @@ def make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, STAGE, CL, BATCH=False, ASYNC_B
             if cuda.threadIdx.x & 127 == 0:
                 mbar_expect_tx(full, A_BYTES)
                 load_a(tma, stage, bm0, k0, full, za)
-            copy_b(tmb, stage + A_BYTES, bn0, k0)
+            copy_b(tmb, stage + A_BYTES + BN * layout.ROW_BYTES, bn0, k0)     # (its staged rows)
         return produce_async
 
     @device
@@ -418,12 +429,13 @@ def _no_finish(tmb, stage, full, pending):
 @lru_cache(maxsize=None)
 def make_finish_stage(BN, A_BYTES):
     """``finish(tmb, stage, full, pending)``: the last step of a stage whose B (``BN`` columns,
-    after A's ``A_BYTES``) the producer copies by cp.async (``_async_loader``'s ``finish``)."""
+    after A's ``A_BYTES``; its staged rows after it) the producer copies by cp.async
+    (``_async_loader``'s ``finish``)."""
     done = _async_loader(BN)[1]
 
     @device
     def finish(tmb, stage, full, pending):
-        done(tmb, stage + A_BYTES, full, pending)
+        done(stage + A_BYTES + BN * layout.ROW_BYTES, stage + A_BYTES, full, pending)
     return finish
 
 
@@ -752,14 +764,13 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
                          "(block-wise scales applied)")
     if batch and (split or not (tma_c and cfg.tma_store) or not cfg.persistent or cfg.cluster > 1):
         raise ValueError("a batched kernel is persistent, without clusters or split-K, and stores C by TMA")
-    if async_b and (dtype != "tf32" or tb or batch or cfg.promote or cfg.cluster > 1 or not cfg.producer):
-        raise ValueError("B by cp.async: an n-major tf32 B, in a kernel with a producer warpgroup, without "
-                         "clusters or batches")
+    if async_b and (dtype != "tf32" or tb or batch or cfg.promote or cfg.cluster > 1 or not cfg.producer
+                    or not cfg.staged):
+        raise ValueError("B by cp.async: an n-major tf32 B, in a kernel with a producer warpgroup and staged "
+                         "stages, without clusters or batches")
     BM, BN, S, CONS, CL = cfg.bm, cfg.bn, cfg.stages, cfg.consumers, cfg.cluster
     BK = cfg.k_slice(layout.ITEMSIZE[dtype])
     PRODUCER, (REG_P, REG_C), WG_M = cfg.producer, cfg.regs, cfg.wg_m
-    if async_b and REG_P and (ASYNC_REGS + CONS * REG_C) * WARPGROUP <= cfg.block_registers:
-        REG_P = max(REG_P, ASYNC_REGS)
     MI, NACC, LOCAL = WG_M // 64, cfg.acc_regs, cfg.local_regs
     A_KM, B_KM = not ta, tb or async_b          # k-major (in shared memory): K contiguous
     A_BYTES, STAGE = BM * BK * layout.ITEMSIZE[dtype], cfg.stage_bytes
@@ -1068,7 +1079,8 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
         keq = cdiv(kk * a.itemsize, 2)
         kmajor = kdt in KMAJOR_ONLY
         cfg, splits = pool[0], forced or 1
-        async_b = ASYNC_B and kdt == "tf32" and not b.trans     # B n-major: the producer may copy it
+        async_b = (ASYNC_B and kdt == "tf32" and not b.trans and repack.vector_ok(b.ptr, b.ld, 4)
+                   and (forced is None or cfg.staged))          # B n-major: the producer may copy it
         chosen = async_b and forced is None
         if chosen:
             async_b, cfg, splits = _b_by_producer(pool, m, n, kk, driver.sm_count(dev), split, c.itemsize)
@@ -1251,7 +1263,9 @@ FP8_CONFIGS = tuple(RUNG7.replace(promote=True, **kw) for kw in (
 
 # The tiles an n-major tf32 B copied by the producer runs on (``_b_by_producer``): tall, since
 # each block row of C copies B again (64x256 for a few rows).
-ASYNC_CONFIGS = (RUNG7.replace(bm=256, bn=128), RUNG7.replace(bm=64, consumers=1))
+# Their producers hold more registers (the copy's addresses and a 4 x 4 block; at 40 they spill).
+ASYNC_CONFIGS = (RUNG7.replace(bm=256, bn=128, staged=True, regs=(64, 216)),
+                 RUNG7.replace(bm=64, consumers=1, staged=True, epi_boxes=1, regs=(96, 232)))
 
 _IN = ("float16", "bfloat16")
 _OUT = ("float32", "float16", "bfloat16")

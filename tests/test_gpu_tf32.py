@@ -69,16 +69,17 @@ def test_auto_with_allow_tf32_takes_hopper_and_without_it_fp32():
 
 
 @pytest.mark.parametrize("splits", [1, 3])
-@pytest.mark.parametrize("m,n,k", [(300, 777, 1001), (1, 4097, 640), (257, 130, 96)])
+@pytest.mark.parametrize("m,n,k", [(300, 776, 1001), (1, 4100, 640), (257, 132, 96), (64, 777, 200)])
 @pytest.mark.parametrize("layout", ["NN", "TN"])
 def test_b_copied_by_the_producer_element_by_element(m, n, k, layout, splits):
-    # an n-major B copied k-major into each stage by the producer's 4-byte cp.async, whatever its
-    # pitch (odd N: rows TMA cannot read), rounded to tf32 as TMA rounds A, zeros past the ragged
-    # edges; whole and split-K, on both of the tiles it runs on
+    # an n-major B copied into each stage as it lies by the producer's 16-byte cp.async, then
+    # transposed k-major in 4 x 4 blocks and rounded to tf32 as TMA rounds A; zeros past the
+    # ragged edges (N not a multiple of the tile, K of the slice); whole and split-K, on both of
+    # the tiles it runs on. Rows not 16-byte aligned (odd N) take the pass over B instead
     a, b = _operand(m, k, layout[0] == "T"), _operand(k, n, False)
     for cfg in hopper.ASYNC_CONFIGS:
         v = numba_tc.variant_from(cfg, f"async_{cfg.bm}x{cfg.bn}_{splits}", splits=splits)
-        assert "cp.async b" in numba_tc.explain(a, b, v, allow_tf32=True)
+        assert ("cp.async b" in numba_tc.explain(a, b, v, allow_tf32=True)) == (n % 4 == 0)
         r = verify.check(v, m, n, k, layout, "tf32", kind="torch")
         assert r.ok, str(r)
 

@@ -90,13 +90,6 @@ extern "C" __device__ int cp_async16(int* ret, int saddr, i64 gaddr, int src_byt
                  :: "r"(saddr), "l"(gaddr), "r"(src_bytes) : "memory");
     return 0;
 }
-// The 4-byte form (.ca: .cg moves 16 bytes only): one element to any shared address, so a copy can
-// transpose 32-bit elements on the way (the Hopper producer's mn-major tf32 operand).
-extern "C" __device__ int cp_async4(int* ret, int saddr, i64 gaddr, int src_bytes) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
-                 :: "r"(saddr), "l"(gaddr), "r"(src_bytes) : "memory");
-    return 0;
-}
 extern "C" __device__ int cp_async_commit(int* ret) {
     asm volatile("cp.async.commit_group;\n" ::: "memory");
     return 0;
@@ -199,6 +192,17 @@ extern "C" __device__ int tanh_approx(float* ret, float x) {
 }
 extern "C" __device__ int lds_u32(u32* ret, int saddr) {
     asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(*ret) : "r"(saddr));
+    return 0;
+}
+// 16-byte shared accesses (ld/st.shared.v4): four words to registers, four registers to a
+// 16-byte aligned address (the Hopper producer's transposing copy, 4 x 4 fp32 blocks).
+extern "C" __device__ int lds_v4u32(int* ret, u32* f, int off, int saddr) {
+    asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(f[off]), "=r"(f[off + 1]), "=r"(f[off + 2]), "=r"(f[off + 3]) : "r"(saddr) : "memory");
+    return 0;
+}
+extern "C" __device__ int sts_v4u32(int* ret, int saddr, u32 a, u32 b, u32 c, u32 d) {
+    asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};\n" :: "r"(saddr), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
     return 0;
 }
 extern "C" __device__ int sts_u16(int* ret, int saddr, u32 v) {
