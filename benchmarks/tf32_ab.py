@@ -1,7 +1,9 @@
 """float32 inputs as tf32, NN (B n-major, which wgmma cannot read): ``hopper`` as ``auto`` runs it
-(B copied k-major into each stage by the producer's cp.async), the same with a transposing pass
-over B before the kernel instead (``hopper.ASYNC_B = False``, the path before session 23), fixed
-tiles, and ``--mma`` ``mma_tuned`` (mma.sync reads every layout as it lies), against cuBLAS TF32,
+(B copied k-major into each stage by the producer's cp.async, or a transposing pass over B
+before the kernel, as the cost model picks), always the pass (``hopper.ASYNC_B = False``), always
+the producer's copy on its 256x128 tile, fixed tiles (``--tiles``: the producer's copy where their
+configuration is ``staged``, else the pass), and ``--mma`` ``mma_tuned`` (mma.sync reads every
+layout as it lies), against cuBLAS TF32,
 timed interleaved on the same torch tensors; each checked against float64 first (NaN-poisoned
 output).
 
@@ -22,7 +24,8 @@ SHAPES = ["1x8192x8192", "8x4096x11008", "96x5120x5120", "256x65536x4096", "1000
 def candidates(tiles, mma):
     """{name: (variant, whether B is copied by the producer)}."""
     top = numba_tc.get_variant("hopper")
-    out = {"hopper": (top, True), "hopper, pass over B first": (replace(top, name="tf32_copy"), False)}
+    out = {"hopper": (top, True), "hopper, pass over B first": (replace(top, name="tf32_copy"), False),
+           "the producer's copy, 256x128": (numba_tc.variant_from(hopper.ASYNC_CONFIGS[0], "tf32_async", splits=1), True)}
     for spec in tiles:
         cfg = hopper.RUNG7.replace(**{k: int(v) for k, v in (kv.split("=") for kv in spec.split(","))})
         out[spec] = (numba_tc.variant_from(cfg, "tf32_" + spec, splits=1), True)
