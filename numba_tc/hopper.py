@@ -95,6 +95,7 @@ KMAJOR_ONLY = layout.FP8 + ("tf32",)             # input types wgmma reads k-maj
 # and row pitch in elements (a kernel that copies B by cp.async, ``async_b``; others ignore them)
 PARAMS = ("map",) * 3 + ("i64",) * 10
 ASYNC_THREADS = 128      # the producer warpgroup: all of it copies an operand by cp.async
+ASYNC_BAR = 15           # ... and meets at this named barrier (the consumers' epilogue uses 1 + warpgroup)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -245,8 +246,9 @@ def _async_loader(ROWS):
     address + 4 (k ld + mn), 16-byte aligned rows (``repack.vector_ok``). ``copy(src, staged,
     mn0, k0)``: the K slice at k0 (32 elements) of columns mn0..mn0+ROWS as it lies, into the
     stage's ``staged`` rows of K by 16-byte cp.async (zeros past the edges; chunks XOR-swizzled
-    by k / 4), one commit group. ``finish(staged, dst, full, pending)``: once this thread's copies
-    but the last ``pending`` groups have landed, transpose 4 x 4 blocks in registers (four 16-byte
+    by k / 4), one commit group. ``finish(staged, dst, full, pending)``: once the warpgroup's
+    copies but the last ``pending`` groups have landed (each thread's, then a named barrier: a
+    block holds other threads' chunks), transpose 4 x 4 blocks in registers (four 16-byte
     loads of 4 k rows, four 16-byte stores of 4 columns) into ``dst`` k-major and 128B-swizzled as
     TMA stores a k-major box (``layout.chunk_offset``), rounding each element to tf32 (to nearest
     even, as TMA's TFLOAT32 loads round A: wgmma would truncate); fence them for wgmma's async
@@ -281,6 +283,7 @@ def _async_loader(ROWS):
         v = cuda.local.array(16, uint32)
         pv = ptr(v)
         cp_async_wait(pending)
+        named_barrier(ASYNC_BAR, ASYNC_THREADS)           # every thread's copies landed: a block holds others'
         for i in range(BLOCKS):
             b = t + ASYNC_THREADS * i
             kb = b & 7                                    # k = 4 kb .. 4 kb + 3
