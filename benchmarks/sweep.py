@@ -67,7 +67,7 @@ def measure(torch, m, n, k, dtype, budget, layout="NN"):
     flop = 2.0 * m * n * k
     rec.update(tflops=flop / ms / 1e9, cublas_tflops=flop / cms / 1e9, ratio=cms / ms, ms=ms, cublas_ms=cms)
     if m <= 128:
-        moved = 2 * (m * k + k * n + m * n)
+        moved = a.element_size() * (m * k + k * n) + ours.element_size() * m * n
         rec.update(hbm_tbps=moved / ms / 1e9, cublas_hbm_tbps=moved / cms / 1e9)
     return rec
 

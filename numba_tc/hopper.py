@@ -862,15 +862,15 @@ TIE = 0.95                          # a later choice must be estimated this much
 OVERLAP = 0.3                       # the share of the shorter of math and memory time that shows
 TILE_EFFICIENCY = {(128, 256): 1.0, (128, 192): 0.95, (128, 128): 0.85, (64, 256): 0.8}
 # tf32 with an n-major B: the producer can copy it k-major by cp.async (``_async_loader``) instead
-# of a transposing pass over B before the kernel (``repack.gather_kernel``). Its 4-byte copies
-# are bound by the load/store unit, at about ASYNC_RATE elements a second an SM (per tile; 256x128
-# at 4096^3: 0.54x cuBLAS, where the pass reads 0.89x; benchmarks/results/tf32_async_ab_h100.log),
+# of a transposing pass over B before the kernel (``repack.gather_kernel``). It copies and
+# transposes at about ASYNC_RATE elements a second an SM (per tile; 256x128 at 4096^3: 0.51x
+# cuBLAS, where the pass reads 0.89x; benchmarks/results/tf32_staged_ab_h100.log),
 # and every block row of C copies B again; the pass moves each element once at HBM speed. So
-# the producer copies where the product is bound by reading B (few rows: 1x8192x8192 0.55x
+# the producer copies where the product is bound by reading B (few rows: 1x8192x8192 0.97x
 # against the pass's 0.33x), on tall tiles (one copy of B per 256 rows of C), where the cost
 # model says it beats the pass by ASYNC_WIN. ``ASYNC_B`` False: always the pass (A/B runs).
 ASYNC_B = True
-ASYNC_RATE = {(256, 128): 3.2e9, (64, 256): 4.0e9}
+ASYNC_RATE = {(256, 128): 3.2e9, (64, 256): 5.5e9}
 ASYNC_WIN = 0.8
 HALVES = 0.925                      # a promoted tile added in halves waits twice a slice (fp8 128x256:
                                     # benchmarks/results/ab_fp8_halves_h100.log)
@@ -1266,9 +1266,10 @@ FP8_CONFIGS = tuple(RUNG7.replace(promote=True, **kw) for kw in (
 
 # The tiles an n-major tf32 B copied by the producer runs on (``_b_by_producer``): tall, since
 # each block row of C copies B again (64x256 for a few rows).
-# Their producers hold more registers (the copy's addresses and a 4 x 4 block; at 40 they spill).
-ASYNC_CONFIGS = (RUNG7.replace(bm=256, bn=128, staged=True, regs=(64, 216)),
-                 RUNG7.replace(bm=64, consumers=1, staged=True, epi_boxes=1, regs=(96, 232)))
+# Their producers hold more registers (the copies' addresses and a 4 x 4 block: below these
+# counts ptxas spills them; the 256x128 tile's consumers give 32 of theirs for it).
+ASYNC_CONFIGS = (RUNG7.replace(bm=256, bn=128, staged=True, regs=(104, 200)),
+                 RUNG7.replace(bm=64, consumers=1, staged=True, epi_boxes=1, regs=(128, 232)))
 
 _IN = ("float16", "bfloat16")
 _OUT = ("float32", "float16", "bfloat16")

@@ -148,23 +148,29 @@ def test_tf32_kernels(cfg):
         hopper.wgmma_kernel(cfg, "tf32", "float32", False, False, True, True)
 
 
-@pytest.mark.parametrize("cfg", hopper.RUNG7_CONFIGS[:4], ids=lambda c: f"{c.bm}x{c.bn}")
+@pytest.mark.parametrize("cfg", hopper.ASYNC_CONFIGS, ids=lambda c: f"{c.bm}x{c.bn}")
 def test_tf32_n_major_b_copied_by_the_producer(cfg):
-    # an n-major B (which the tf32 wgmma cannot read): the producer warpgroup copies it into the
-    # k-major stage by 4-byte cp.async (zero-filled past the edges), then each thread rounds its
-    # elements to tf32 to nearest (as TMA's TFLOAT32 loads round A) and fences them for wgmma's
+    # an n-major B (which the tf32 wgmma cannot read): the producer warpgroup copies each slice
+    # as it lies by 16-byte cp.async (zero-filled past the edges) into the stage's staged rows,
+    # then transposes 4 x 4 blocks k-major with 16-byte shared loads and stores, rounding each
+    # element to tf32 to nearest (as TMA's TFLOAT32 loads round A) and fencing them for wgmma's
     # async proxy before it arrives; the same HGMMA, registers only (the producer's code runs at
     # its setmaxnreg count)
-    c = compile_cubin(hopper.wgmma_kernel(cfg, "tf32", "float32", False, False, True, True, PLAIN, False, False,
-                                          None, True), cc=(9, 0, "a"))
+    for split in (False, True):
+        c = compile_cubin(hopper.wgmma_kernel(cfg, "tf32", "float32", False, False, True, not split, PLAIN, split,
+                                              False, None, True), cc=(9, 0, "a"))
+        assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
+        assert f"HGMMA.64x{cfg.bn}x8.F32.TF32" in c.sass and c.count("HGMMA") == 4 * (cfg.wg_m // 64)
+        blocks = cfg.bn // 64                                   # 4 x 4 blocks a thread transposes a slice
+        assert c.count("LDGSTS.E.BYPASS.128") >= cfg.bn // 16 and c.count("LDS.128") >= 4 * blocks
+        assert c.count("STS.128") >= 4 * blocks and c.count("F2FP.TF32.F32") >= 16 * blocks
     plain = compile_cubin(hopper.wgmma_kernel(cfg, "tf32", "float32", False, True, True, True), cc=(9, 0, "a"))
-    assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
-    assert f"HGMMA.64x{cfg.bn}x8.F32.TF32" in c.sass and c.count("HGMMA") == 4 * (cfg.wg_m // 64)
-    assert c.count("LDGSTS") >= cfg.bn // 32 and plain.count("LDGSTS") == 0
-    assert c.count("F2FP.TF32.F32") >= 8 * cfg.bn // 32 and plain.count("F2FP.TF32.F32") == 0
-    assert c.count("FENCE.VIEW.ASYNC.S") > plain.count("FENCE.VIEW.ASYNC.S")
+    assert plain.count("LDGSTS") == 0 and plain.count("F2FP.TF32.F32") == 0
     with pytest.raises(ValueError, match="n-major tf32 B"):
         hopper.wgmma_kernel(cfg, "tf32", "float32", False, True, True, True, PLAIN, False, False, None, True)
+    with pytest.raises(ValueError, match="staged"):
+        hopper.wgmma_kernel(cfg.replace(staged=False), "tf32", "float32", False, False, True, True, PLAIN, False,
+                            False, None, True)
 
 
 @pytest.mark.parametrize("item, vec", [(1, True), (4, True), (1, False), (4, False)])
