@@ -76,6 +76,16 @@ def test_accumulator_fragment_map_covers_the_tile_once():
     assert layout.wgmma_d_fragment(37, 5) == (16 + layout.c_fragment(5, 1)[0], 8 + layout.c_fragment(5, 1)[1])
 
 
+def test_the_producer_copy_tiles_fit_with_their_staged_rows():
+    # a staged stage holds B's slice twice (as it lies, then k-major): three stages still fit,
+    # and the producers' registers fit the block's launch allocation
+    from numba_tc import hopper
+    for cfg in hopper.ASYNC_CONFIGS:
+        assert cfg.staged and cfg.stage_bytes == (cfg.bm + 2 * cfg.bn) * 128
+        assert cfg.stages >= 3 and cfg.smem_bytes <= 227 * 1024
+        assert (cfg.regs[0] + cfg.consumers * cfg.regs[1]) * 128 <= cfg.block_registers
+
+
 def test_wgmma_config_rules():
     cfg = WgmmaConfig(bm=128, bn=256, consumers=2, producer=True, regs=(40, 232), persistent=True)
     assert cfg.threads == 384 and cfg.acc_regs == 128 and cfg.stages == 4
