@@ -868,7 +868,8 @@ TILE_EFFICIENCY = {(128, 256): 1.0, (128, 192): 0.95, (128, 128): 0.85, (64, 256
 # and every block row of C copies B again; the pass moves each element once at HBM speed. So
 # the producer copies where the product is bound by reading B (few rows: 1x8192x8192 0.97x
 # against the pass's 0.33x), on tall tiles (one copy of B per 256 rows of C), where the cost
-# model says it beats the pass by ASYNC_WIN. ``ASYNC_B`` False: always the pass (A/B runs).
+# model says it beats the pass by ASYNC_WIN, and B's rows are 16-byte aligned (its 16-byte
+# copies; others take the pass). ``ASYNC_B`` False: always the pass (A/B runs).
 ASYNC_B = True
 ASYNC_RATE = {(256, 128): 3.2e9, (64, 256): 5.5e9}
 ASYNC_WIN = 0.8
