@@ -239,6 +239,12 @@ def _loader(KMAJOR, ROWS, MASK, BATCH=False):
     return load
 
 
+def _staged_rows(A_BYTES, BN):
+    """Where a staged stage keeps B's slice as it lies: after A's ``A_BYTES`` and B's k-major
+    ``BN`` rows (``WgmmaConfig.staged``)."""
+    return A_BYTES + BN * layout.ROW_BYTES
+
+
 @lru_cache(maxsize=None)
 def _async_loader(ROWS):
     """``(copy, finish)`` for an mn-major fp32 operand the producer warpgroup copies k-major, each
@@ -317,13 +323,14 @@ def make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, STAGE, CL, BATCH=False, ASYNC_B
     load_b = _loader(B_KM, PART, (1 << CL) - 1 if CL > 1 else 0, BATCH)
     if ASYNC_B:
         copy_b = _async_loader(BN)[0]
+        STAGED = _staged_rows(A_BYTES, BN)
 
         @device
         def produce_async(tma, tmb, stage, full, bm0, bn0, k0, rank, za, zb):
-            if cuda.threadIdx.x & 127 == 0:
+            if cuda.threadIdx.x & (ASYNC_THREADS - 1) == 0:
                 mbar_expect_tx(full, A_BYTES)
                 load_a(tma, stage, bm0, k0, full, za)
-            copy_b(tmb, stage + A_BYTES + BN * layout.ROW_BYTES, bn0, k0)     # (its staged rows)
+            copy_b(tmb, stage + STAGED, bn0, k0)
         return produce_async
 
     @device
@@ -435,10 +442,11 @@ def make_finish_stage(BN, A_BYTES):
     after A's ``A_BYTES``; its staged rows after it) the producer copies by cp.async
     (``_async_loader``'s ``finish``)."""
     done = _async_loader(BN)[1]
+    STAGED = _staged_rows(A_BYTES, BN)
 
     @device
     def finish(tmb, stage, full, pending):
-        done(stage + A_BYTES + BN * layout.ROW_BYTES, stage + A_BYTES, full, pending)
+        done(stage + STAGED, stage + A_BYTES, full, pending)
     return finish
 
 
@@ -1029,16 +1037,16 @@ def estimate_async_b(cfg: WgmmaConfig, m: int, n: int, k: int, splits: int, sms:
     return max(estimate(cfg, m, n, k, splits, sms, out_bytes), copies + FIXUP_S * (splits > 1))
 
 
-def _b_by_producer(pool, m: int, n: int, k: int, sms: int, split: bool, out_bytes: int):
+def _b_by_producer(pool, m: int, n: int, keq: int, sms: int, split: bool, out_bytes: int):
     """(whether the producer copies an n-major tf32 B, the configuration, the splits): the cost
     model's best time on ``ASYNC_CONFIGS`` with the copies (``estimate_async_b``) against a pass
     over B (a launch, as the fix-up's, and B read and written at HBM speed) plus its best time on
-    ``pool``; the producer where it wins by ``ASYNC_WIN`` (see ``ASYNC_B``)."""
-    keq = 2 * k                                     # (the model's K: 16-bit elements of the same bytes)
+    ``pool``; the producer where it wins by ``ASYNC_WIN`` (see ``ASYNC_B``). ``keq``: the model's
+    K (16-bit elements of the same bytes)."""
     ca, sa = pick_config(ASYNC_CONFIGS, m, n, keq, False, sms, split, out_bytes, estimate_async_b)
     cp, sp = pick_config(pool, m, n, keq, False, sms, split, out_bytes)
     t_async = estimate_async_b(ca, m, n, keq, sa, sms, out_bytes)
-    t_pass = FIXUP_S + 8.0 * k * n / HBM_BYTES_S + estimate(cp, m, n, keq, sp, sms, out_bytes)   # (a launch)
+    t_pass = FIXUP_S + 4.0 * keq * n / HBM_BYTES_S + estimate(cp, m, n, keq, sp, sms, out_bytes)  # (a launch)
     return (True, ca, sa) if t_async < ASYNC_WIN * t_pass else (False, cp, sp)
 
 
@@ -1087,7 +1095,7 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
                    and (forced is None or cfg.staged))          # B n-major: the producer may copy it
         chosen = async_b and forced is None
         if chosen:
-            async_b, cfg, splits = _b_by_producer(pool, m, n, kk, driver.sm_count(dev), split, c.itemsize)
+            async_b, cfg, splits = _b_by_producer(pool, m, n, keq, driver.sm_count(dev), split, c.itemsize)
         if kmajor:
             copy = [_needs_kmajor_copy(x, i) and not (i and async_b) for i, x in enumerate((a, b))]
         else:
@@ -1230,7 +1238,7 @@ def _kernels(cfgs, top: bool, fp8_cfgs=(), forced=False):
         out = repack.gather_kernels(4)
         bs = [(True, False)] + [(False, True)] * ASYNC_B          # (tb, async_b)
         for tb, ab in bs:
-            pool = (cfgs[:1] if forced else ASYNC_CONFIGS) if ab else cfgs
+            pool = [c for c in (cfgs[:1] if forced else ASYNC_CONFIGS) if c.staged] if ab else cfgs
             out += [wgmma_kernel(cfg, "tf32", "float32", False, tb, vc, tc, PLAIN, False, False, None, ab)
                     for cfg in pool for vc, tc in stores(cfg)]
             out += [wgmma_kernel(cfg, "tf32", "float32", False, tb, True, False, PLAIN, True, False, None, ab)

@@ -218,3 +218,14 @@ def test_fp8_operands_are_copied_unless_k_major():
     # the copy's lines: A's rows, B's columns, each K long, at the strides of the layout as stored
     assert hopper._kmajor(a, 0) == (256, 512, 512, 1) and hopper._kmajor(b, 1) == (128, 512, 512, 1)
     assert hopper._kmajor(Matrix(None, 512, 128, 128, False, "float8_e4m3fn", 0), 1) == (128, 512, 1, 128)
+
+
+def test_a_forced_variant_lists_the_tf32_kernels_it_can_plan():
+    # a fixed-tile variant (splits given) copies an n-major tf32 B by its producer only if its
+    # configuration is staged: its ahead-of-time list has those kernels then, and no others
+    import numba_tc
+    from numba_tc import hopper
+    plain = numba_tc.variant_from(hopper.RUNG7, "forced_plain", splits=1).kernels("tf32")
+    staged = numba_tc.variant_from(hopper.ASYNC_CONFIGS[0], "forced_staged", splits=1).kernels("tf32")
+    assert plain and not any(k.key[-1] == "True" for k in plain if k.name.startswith("hopper"))
+    assert any(k.key[-1] == "True" for k in staged if k.name.startswith("hopper"))
