@@ -298,7 +298,13 @@ class WgmmaConfig:
 
     @property
     def stage_bytes(self) -> int:
-        return (self.bm + self.bn * (1 + self.staged)) * self.bk * 2       # (16-bit inputs: layout.ITEMSIZE)
+        return self.tma_bytes + self.bn * self.bk * 2 * self.staged
+
+    @property
+    def tma_bytes(self) -> int:
+        """Bytes TMA loads into a stage (A's and B's K slice, 16-bit inputs: ``layout.ITEMSIZE``):
+        what the full barrier expects. A staged stage's second copy of B is not among them."""
+        return (self.bm + self.bn) * self.bk * 2
 
     def k_slice(self, itemsize: int = 2) -> int:
         """Elements of K per slice for inputs of ``itemsize`` bytes: a slice is ``bk`` 16-bit

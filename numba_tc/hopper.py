@@ -310,9 +310,9 @@ def _async_loader(ROWS):
 
 
 @lru_cache(maxsize=None)
-def make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, STAGE, CL, BATCH=False, ASYNC_B=False):
-    """``produce(tma, tmb, stage, full, bm0, bn0, k0, rank, za, zb)``: expect a whole stage of
-    bytes on ``full`` (zero-filled parts of a box count too), then issue the loads of A's and
+def make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, LOADED, CL, BATCH=False, ASYNC_B=False):
+    """``produce(tma, tmb, stage, full, bm0, bn0, k0, rank, za, zb)``: expect the ``LOADED``
+    bytes of A's and B's slice on ``full`` (zero-filled parts of a box count too), then issue the loads of A's and
     B's K slice k0 (of their matrices za and zb, with BATCH). In a cluster each CTA loads 1/CL of
     the shared B tile and multicasts it to all: the peers' loads complete on this CTA's ``full``
     too. With ASYNC_B every producer thread runs it: thread 0 loads A by TMA, and each copies its
@@ -335,7 +335,7 @@ def make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, STAGE, CL, BATCH=False, ASYNC_B
 
     @device
     def produce(tma, tmb, stage, full, bm0, bn0, k0, rank, za, zb):
-        mbar_expect_tx(full, STAGE)
+        mbar_expect_tx(full, LOADED)
         load_a(tma, stage, bm0, k0, full, za)
         load_b(tmb, stage + A_BYTES + wgmma_operand_offset(B_KM, rank * PART, 0), bn0 + rank * PART, k0, full, zb)
     return produce
@@ -790,7 +790,7 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
     init_ring = make_init_ring(S, CONS * 4 * CL, CL, async_b)     # empty: lane 0 of every consumer warp of the cluster
     consume = make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b)
     walk, walk_unit = make_scheduler(BM, BN, cfg.group_m, CL, split, batch)
-    producer = make_producer(walk_unit, make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, STAGE, CL, batch, async_b),
+    producer = make_producer(walk_unit, make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, cfg.tma_bytes, CL, batch, async_b),
                              S, STAGE, BK, make_finish_stage(BN, A_BYTES) if async_b else None)
     b_source = _b_source(async_b)
     store, drain = make_epilogue_part(MI, BN, out_dtype, vc, cfg.tma_store and tma_c, cfg.epi_boxes, epi, batch)
@@ -803,7 +803,7 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
         mainloop = make_mainloop(consume, S, STAGE, CL)
     consumer = make_consumer(walk_unit, mainloop, store, drain, NACC, WG_M,
                              layout.ITEMSIZE[out_dtype])
-    one_tile = make_one_tile(make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, STAGE, 1), consume,
+    one_tile = make_one_tile(make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, cfg.tma_bytes, 1), consume,
                              make_epilogue_part(MI, BN, out_dtype, vc, False, cfg.epi_boxes, epi)[0],
                              BM, BN, BK, cfg.group_m, WG_M, NACC, S, STAGE)
 
