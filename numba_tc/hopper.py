@@ -881,6 +881,12 @@ TILE_EFFICIENCY = {(128, 256): 1.0, (128, 192): 0.95, (128, 128): 0.85, (64, 256
 ASYNC_B = True
 ASYNC_RATE = {(256, 128): 3.2e9, (64, 256): 5.5e9}
 ASYNC_WIN = 0.8
+# Both operands' rows 16 mod 32 bytes apart: the product (B multicast) at this share of its speed
+# with aligned rows (4104 x 4104 bf16 rows, benchmarks/NOTES.md, Hopper ladder: 630 against
+# 753 TFLOP/s with A aligned), so the smaller operand may be copied first (``_slow_rows_copy``;
+# ``SLOW_ROWS_COPY``: None, the model's choice; False, never; "a" or "b", that one always).
+SLOW_BOTH = 0.84
+SLOW_ROWS_COPY = None
 HALVES = 0.925                      # a promoted tile added in halves waits twice a slice (fp8 128x256:
                                     # benchmarks/results/ab_fp8_halves_h100.log)
 
@@ -989,7 +995,7 @@ def _repack_step(x, which: int, region: int, dev, total: int):
     from . import driver
     lines, width = _lines(x)
     ld = repack.pitch(width, x.dtype)
-    k = repack.repack_kernel(x.dtype)
+    k = repack.repack_kernel(x.dtype, repack.chunks_ok(x.ptr, x.ld, width, x.itemsize))
 
     def args(ws, pa, pb, pc, *ep):
         return ((pa, pb)[which], ws + region, lines, width, x.ld, ld)
@@ -1035,6 +1041,27 @@ def estimate_async_b(cfg: WgmmaConfig, m: int, n: int, k: int, splits: int, sms:
     _, kper, units = split_units(cfg, m, n, k, splits)
     copies = cdiv(units, sms) * (kper + 2) * cfg.k_slice(4) * cfg.bn / ASYNC_RATE[cfg.bm, cfg.bn]
     return max(estimate(cfg, m, n, k, splits, sms, out_bytes), copies + FIXUP_S * (splits > 1))
+
+
+def _slow_rows_copy(pool, a, b, m: int, n: int, keq: int, sms: int, split: bool, out_bytes: int):
+    """[copy A, copy B] for two operands TMA reads slowly (rows 16 mod 32 bytes apart, see
+    ``tensormap.tma_rows_fast``): the smaller copied first to a pitch of whole 128-byte rows,
+    at HBM speed (``repack.chunks_ok``), where that pass (a launch, the bytes read and written)
+    costs less than the cost model's time lost to slow rows (the product at ``SLOW_BOTH`` of
+    its speed, B multicast). ``SLOW_ROWS_COPY`` overrides the model for A/B runs."""
+    never = [False, False]
+    if SLOW_ROWS_COPY is False or tma_rows_fast(a.ptr, a.ld, a.itemsize) or tma_rows_fast(b.ptr, b.ld, b.itemsize):
+        return never
+    size = [_lines(x)[0] * _lines(x)[1] * x.itemsize for x in (a, b)]
+    which = {"a": 0, "b": 1}.get(SLOW_ROWS_COPY, int(size[1] < size[0]))
+    x = (a, b)[which]
+    if not repack.chunks_ok(x.ptr, x.ld, _lines(x)[1], x.itemsize):
+        return never
+    cfg, s = pick_config(pool, m, n, keq, True, sms, split, out_bytes)
+    lost = (1 / SLOW_BOTH - 1) * estimate(cfg, m, n, keq, s, sms, out_bytes)
+    if SLOW_ROWS_COPY is None and FIXUP_S + 2 * size[which] / HBM_BYTES_S > lost:
+        return never
+    return [which == 0, which == 1]
 
 
 def _b_by_producer(pool, m: int, n: int, keq: int, sms: int, split: bool, out_bytes: int):
@@ -1100,6 +1127,8 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
             copy = [_needs_kmajor_copy(x, i) and not (i and async_b) for i, x in enumerate((a, b))]
         else:
             copy = [readable and bool(tma_requirements(x.ptr, x.ld, x.itemsize)) for x in (a, b)]
+            if readable and forced is None and not any(copy):
+                copy = _slow_rows_copy(pool, a, b, m, n, keq, driver.sm_count(dev), split, c.itemsize)
         if forced is None and (len(pool) > 1 or split) and not chosen:
             slow_b = not copy[1] and not tma_rows_fast(b.ptr, b.ld, b.itemsize)
             cfg, splits = pick_config(pool, m, n, keq, slow_b, driver.sm_count(dev), split, c.itemsize)
@@ -1215,7 +1244,7 @@ def _kernels(cfgs, top: bool, fp8_cfgs=(), forced=False):
         if top:
             out += [wgmma_kernel(cfg, dtype, "float32", ta, tb, True, False, PLAIN, True)
                     for cfg in cfgs if cfg.persistent for ta, tb in layouts]
-            out += [fixup.fixup_kernel(o) for o in outs] + [repack.repack_kernel(dtype)]
+            out += [fixup.fixup_kernel(o) for o in outs] + [repack.repack_kernel(dtype, v) for v in (False, True)]
         return out
 
     def kernels8(dtype):

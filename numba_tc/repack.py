@@ -19,7 +19,7 @@ from .layout import ITEMSIZE, ROW_BYTES
 from .primitives import ldg_f32x4, ldg_in16, ldg_v4u32, prmt, stg_f32x4, stg_out1, stg_v4u32
 from .schedule import cdiv
 
-__all__ = ["repack_kernel", "gather_kernel", "pitch", "grid", "grid_tiles", "vector_ok", "gather_kernels", "THREADS", "VEC", "TILE"]
+__all__ = ["repack_kernel", "chunks_ok", "gather_kernel", "pitch", "grid", "grid_tiles", "vector_ok", "gather_kernels", "THREADS", "VEC", "TILE"]
 
 THREADS = 256
 VEC = 8                                     # elements a thread copies
@@ -37,9 +37,12 @@ def grid(lines: int, width: int) -> int:
 
 
 @kernel_factory
-def repack_kernel(dtype: str):
+def repack_kernel(dtype: str, vec: bool = False):
     """dst[line, :width] = src[line, :width] for 16-bit elements, rows ``ld_src`` / ``ld_dst``
-    elements apart (a column-major operand: its columns are the lines)."""
+    elements apart (a column-major operand: its columns are the lines). ``vec``: the source's
+    base, pitch and width are whole 16-byte chunks (``chunks_ok``), each thread's VEC elements
+    one 16-byte load and store (rows TMA reads slowly, copied at HBM speed); else element by
+    element (rows not 16 bytes apart)."""
     KIND, ITEM = _KIND[dtype], ITEMSIZE[dtype]
 
     def repack(src, dst, lines, width, ld_src, ld_dst):
@@ -51,11 +54,22 @@ def repack_kernel(dtype: str):
             return
         s = src + (line * ld_src + c0) * ITEM
         d = dst + (line * ld_dst + c0) * ITEM
+        if vec:
+            w = cuda.local.array(4, uint32)
+            ldg_v4u32(ptr(w), 0, s)
+            stg_v4u32(d, ptr(w), 0)
+            return
         for j in range(VEC):
             if c0 + j < width:
                 stg_out1(d + j * ITEM, ldg_in16(s + j * ITEM, KIND), KIND)
 
     return kernel(repack, ("i64",) * 6)
+
+
+def chunks_ok(ptr: int, ld: int, width: int, item: int) -> bool:
+    """Whether ``repack_kernel``'s 16-byte path may copy these lines: base, pitch and width in
+    whole 16-byte chunks (a thread's VEC elements)."""
+    return item == 2 and ptr % 16 == 0 and (ld * item) % 16 == 0 and width % VEC == 0
 
 
 TILE = {1: 128, 4: 64}                      # the transposing copy's tile: TILE x TILE elements per block,

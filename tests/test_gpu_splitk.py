@@ -53,6 +53,26 @@ def test_split_and_repack_are_right_element_by_element(m, n, k, path, layout, ou
     assert path in numba_tc.explain(a, b, "hopper", out=out, out_dtype=out_dtype)
 
 
+@pytest.mark.parametrize("which", ["a", "b"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_slow_rows_copied_first_are_right_element_by_element(which, layout, monkeypatch):
+    # every row of both operands 16 mod 32 bytes apart (TMA reads them slowly): one copied
+    # first to whole 128-byte rows by 16-byte loads and stores (``hopper._slow_rows_copy``,
+    # forced here), B multicast where it stays slow
+    from dataclasses import replace
+    from numba_tc import hopper
+    monkeypatch.setattr(hopper, "SLOW_ROWS_COPY", which)
+    v = replace(numba_tc.get_variant("hopper"), name=f"slow_rows_{which}")
+    m, n, k = 264, 1032, 1000
+    r = verify.check(v, m, n, k, layout, "bfloat16", kind="torch")
+    assert r.ok, str(r)
+    a = _operand(m, k, layout[0] == "T", torch.bfloat16)
+    b = _operand(k, n, layout[1] == "T", torch.bfloat16)
+    plan = numba_tc.explain(a, b, v)
+    assert plan.count("repack") == 1 and f"repack {which}; " in plan, plan
+    assert ("cluster 2" in plan) == (which == "a"), plan
+
+
 def test_auto_takes_unaligned_rows_to_hopper_and_huge_k_to_split():
     a = _operand(512, 1001, False, torch.float16)      # rows of 2002 and 1000 bytes
     b = _operand(1001, 500, False, torch.float16)

@@ -183,3 +183,14 @@ def test_transposing_copy_moves_16_bytes_an_access(item, vec):
     assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
     wide = 4 if vec else 0
     assert c.count("LDG.E.128") == wide and c.count("STG.E.128") == wide, c.counts
+
+
+@pytest.mark.parametrize("vec", [True, False])
+def test_row_copy_moves_16_bytes_an_access_where_rows_allow(vec):
+    """The copy of a 16-bit operand to whole 128-byte rows: one 16-byte load and store a thread
+    where the source's rows are whole 16-byte chunks (rows TMA reads slowly), else an element at
+    a time (rows TMA cannot read); registers only."""
+    from numba_tc import repack
+    c = compile_cubin(repack.repack_kernel("bfloat16", vec))
+    assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
+    assert c.count("LDG.E.128") == c.count("STG.E.128") == int(vec), c.counts
