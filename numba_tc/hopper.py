@@ -881,11 +881,12 @@ TILE_EFFICIENCY = {(128, 256): 1.0, (128, 192): 0.95, (128, 128): 0.85, (64, 256
 ASYNC_B = True
 ASYNC_RATE = {(256, 128): 3.2e9, (64, 256): 5.5e9}
 ASYNC_WIN = 0.8
-# Both operands' rows 16 mod 32 bytes apart: the product (B multicast) at this share of its speed
-# with aligned rows (4104 x 4104 bf16 rows, benchmarks/NOTES.md, Hopper ladder: 630 against
-# 753 TFLOP/s with A aligned), so the smaller operand may be copied first (``_slow_rows_copy``;
-# ``SLOW_ROWS_COPY``: None, the model's choice; False, never; "a" or "b", that one always).
-SLOW_BOTH = 0.84
+# Both operands' rows 16 mod 32 bytes apart: the product's full rounds (B multicast) at this share
+# of their speed with aligned rows, so the smaller operand may be copied first
+# (``_slow_rows_copy``; ``SLOW_ROWS_COPY``: None, the model's choice; False, never; "a" or "b",
+# that one always). Fit to the copy's gain and loss on six shapes (benchmarks/NOTES.md,
+# session 24; results/ab_slow_rows_h100.log).
+SLOW_BOTH = 0.86
 SLOW_ROWS_COPY = None
 HALVES = 0.925                      # a promoted tile added in halves waits twice a slice (fp8 128x256:
                                     # benchmarks/results/ab_fp8_halves_h100.log)
@@ -1047,8 +1048,9 @@ def _slow_rows_copy(pool, a, b, m: int, n: int, keq: int, sms: int, split: bool,
     """[copy A, copy B] for two operands TMA reads slowly (rows 16 mod 32 bytes apart, see
     ``tensormap.tma_rows_fast``): the smaller copied first to a pitch of whole 128-byte rows,
     at HBM speed (``repack.chunks_ok``), where that pass (a launch, the bytes read and written)
-    costs less than the cost model's time lost to slow rows (the product at ``SLOW_BOTH`` of
-    its speed, B multicast). ``SLOW_ROWS_COPY`` overrides the model for A/B runs."""
+    costs less than the cost model's time lost to slow rows: its rounds that keep every SM
+    loading at ``SLOW_BOTH`` of their speed (B multicast; a last, partial round loses nothing
+    measurable). ``SLOW_ROWS_COPY`` overrides the model for A/B runs."""
     never = [False, False]
     if SLOW_ROWS_COPY is False or tma_rows_fast(a.ptr, a.ld, a.itemsize) or tma_rows_fast(b.ptr, b.ld, b.itemsize):
         return never
@@ -1058,7 +1060,9 @@ def _slow_rows_copy(pool, a, b, m: int, n: int, keq: int, sms: int, split: bool,
     if not repack.chunks_ok(x.ptr, x.ld, _lines(x)[1], x.itemsize):
         return never
     cfg, s = pick_config(pool, m, n, keq, True, sms, split, out_bytes)
-    lost = (1 / SLOW_BOTH - 1) * estimate(cfg, m, n, keq, s, sms, out_bytes)
+    units, slots = split_units(cfg, m, n, keq, s)[2], sms * cfg.min_blocks
+    full = units // slots / cdiv(units, slots)      # the share of rounds that fill every SM
+    lost = (1 / SLOW_BOTH - 1) * full * estimate(cfg, m, n, keq, s, sms, out_bytes)
     if SLOW_ROWS_COPY is None and FIXUP_S + 2 * size[which] / HBM_BYTES_S > lost:
         return never
     return [which == 0, which == 1]
