@@ -32,10 +32,10 @@ SHAPES = [(1, 4096, 4096), (1, 8192, 8192), (8, 4096, 11008), (1, 1024, 65536), 
           (4096, 4096, 4096), (128 * 66, 256, 1024), (8192, 8192, 8192), (65536, 256, 4096),
           (16, 32768, 256), (256, 4096, 65536)]      # (tf32: B copied by the producer, whole and split)
 # Each operand as (pad of the leading dimension, offset of the base in elements[, in bytes]):
-# contiguous, rows made odd, the base one element off; B's rows also 16 mod 32 bytes apart
-# (TMA reads them slowly, hopper multicasts B); C's base 8 bytes off (pairs aligned, not
-# 16 bytes)
-ALIGNMENTS = list(itertools.product([(0, 0), (1, 0), (0, 1)], [(0, 0), (1, 0), (0, 1), "16 bytes"],
+# contiguous, rows made odd, the base one element off; rows also 16 mod 32 bytes apart (TMA
+# reads them slowly: hopper multicasts B, and where both are so may copy one first); C's base
+# 8 bytes off (pairs aligned, not 16 bytes)
+ALIGNMENTS = list(itertools.product([(0, 0), (1, 0), (0, 1), "16 bytes"], [(0, 0), (1, 0), (0, 1), "16 bytes"],
                                     [(0, 0), (1, 0), (0, 0, 8)]))
 LAYOUTS = list(itertools.product((False, True), repeat=3))      # A, B, C column-major
 
@@ -161,3 +161,22 @@ def test_the_launches_after_the_first_of_a_plan_are_dependents(fake_driver):
             [st.label for st in steps]
         assert [st.dependent for st in steps] == [i > 0 and "repack" not in st.label and "transpose" not in st.label
                                                   for i, st in enumerate(steps)], labels
+
+
+def test_slow_rows_are_copied_where_the_model_says_the_copy_pays(fake_driver, monkeypatch):
+    """Both operands' rows 16 mod 32 bytes apart: the smaller is copied to whole 128-byte rows
+    first where its full rounds are long enough to repay the pass (as measured:
+    results/ab_slow_rows_h100.log), else both are read as they lie, B multicast."""
+    from numba_tc import api, hopper
+    v = api.get_variant("hopper")
+    cases = [((3000, 3000, 3000), []), ((2056, 4104, 3000), []), ((5000, 3000, 7000), ["repack b"]),
+             ((4104, 4104, 4104), ["repack a"]), ((1000, 1000, 1000), [])]
+    for (m, n, k), copies in cases:
+        a = Matrix(None, m, k, k, False, "bfloat16", 1 << 32)
+        b = Matrix(None, k, n, n, False, "bfloat16", 2 << 32)
+        labels = [st.label for st in v.plan(a, b, Matrix(None, m, n, n, False, "bfloat16", 3 << 32), 0)]
+        assert labels[:-1] == copies and ("cluster 2" in labels[-1]) == (copies != ["repack b"]), labels
+    monkeypatch.setattr(hopper, "SLOW_ROWS_COPY", False)
+    a, b = Matrix(None, 4104, 4104, 4104, False, "bfloat16", 1 << 32), Matrix(None, 4104, 4104, 4104, False, "bfloat16", 2 << 32)
+    assert [st.label for st in v.plan(a, b, Matrix(None, 4104, 4104, 4104, False, "bfloat16", 3 << 32), 0)] == \
+        ["128x256 cluster 2"]
