@@ -254,6 +254,7 @@ class WgmmaConfig:
     tma_store: bool = False         # rung 7: epilogue staged in shared memory, written by TMA
     promote: bool = False           # fp8: each K slice summed apart, then added to fp32 accumulators
     staged: bool = False            # each stage also holds B's slice as it lies (the producer transposes it)
+    scale_lead: int = 1             # fp8 block-wise scales: loaded this many K slices before their add
     epi_boxes: int = 2              # 8 KiB output boxes per consumer in that ring (2: double buffer)
     group_m: int = 8                # tile order: groups of group_m block rows share B tiles in L2
     max_stages: int = 6
@@ -352,6 +353,7 @@ class WgmmaConfig:
               f"{'(setmaxnreg) ' if self.regs[1] else ''}leave {cap} registers per thread, too few for "
               f"{self.local_regs} accumulators")
         _need(not self.promote or self.producer, "promoted accumulation builds on the producer warpgroup")
+        _need(self.scale_lead in (1, 2), f"scale_lead={self.scale_lead}: 1 or 2 slices")
         _need(not self.promote or self.promote_n == self.bn or self.wg_m == 64,
               "a promoted tile taken in halves has one m64 block per consumer")
         p, c = self.regs

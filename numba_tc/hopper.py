@@ -516,7 +516,7 @@ def _block_scaler(BN, SLOT, NACC):
 
 
 @lru_cache(maxsize=None)
-def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None):
+def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=1):
     """The mainloop of fp8 with promotion: each K slice's sum goes to accumulators of its own
     (``issue``, ``make_slice_group``'s, writes NACC // PARTS of them from NACC on, starting from
     zero) and, once its wgmma is done, is added to the fp32 accumulators 0..NACC-1: fp8 wgmma
@@ -527,7 +527,7 @@ def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None):
     the slice is issued and added in two n128 halves in turn (A read from shared memory for
     each: loading it into registers once, for wgmma's register-A form, measured slower). With
     block-wise scales (``BLOCK``: ``_block_scaler``'s (BN, SLOT)) the add multiplies by the
-    slice's scales, loaded a slice ahead."""
+    slice's scales, loaded ``LEAD`` slices ahead (``WgmmaConfig.scale_lead``)."""
     advance = _advancer(S)
     release = _releaser(CL)
     P = NACC // PARTS
@@ -553,34 +553,39 @@ def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None):
             add(P, pacc, h * P)
 
     @device
-    def step(pacc, sbase, bars, s, ph, t, ktiles, a_row0, lane, k0, row, bn0, ep, sc):
-        """Slice t; with block scales ``sc`` are its scales, and the next slice's are loaded
-        while its wgmma runs (returned)."""
+    def step(pacc, sbase, bars, s, ph, t, ktiles, a_row0, lane, k0, row, bn0, ep, sc, later):
+        """Slice t; with block scales ``sc`` are its scales (``later``: the next slice's, with a
+        LEAD of 2), and those LEAD slices ahead are loaded while its wgmma runs (returned)."""
         stage = sbase + s * STAGE
         mbar_wait(bars + 8 * s, ph)
         issue(pacc, stage, a_row0, 0)
         nxt = sc
         if BLOCK is not None:
-            nxt = load_scales(k0 + min(t + 1, ktiles - 1), row, bn0, lane, ep)
+            nxt = load_scales(k0 + min(t + LEAD, ktiles - 1), row, bn0, lane, ep)
         finish(0, pacc, sc, bn0, lane, bars + 8 * (S + s))
         if PARTS > 1:
             issue(pacc, stage, a_row0, 2 * P)
             finish(1, pacc, sc, bn0, lane, bars + 8 * (S + s))
         s, ph = advance(s, ph)
-        return s, ph, nxt
+        if LEAD == 2:
+            return s, ph, later, nxt
+        return s, ph, nxt, nxt
 
     @device
     def mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0, lane, k0, row, bn0, ep):
         zero = float32(0)
-        sc = (zero, zero, zero, zero)
+        sc = later = (zero, zero, zero, zero)
         if BLOCK is not None:
-            sc = load_scales(k0, row, bn0, lane, ep)
+            sc = later = load_scales(k0, row, bn0, lane, ep)
+            if LEAD == 2:
+                later = load_scales(k0 + min(1, ktiles - 1), row, bn0, lane, ep)
         t = 0
         while t < ktiles:          # (two slices a turn: measured faster than one)
-            s, ph, sc = step(pacc, sbase, bars, s, ph, t, ktiles, a_row0, lane, k0, row, bn0, ep, sc)
+            s, ph, sc, later = step(pacc, sbase, bars, s, ph, t, ktiles, a_row0, lane, k0, row, bn0, ep, sc, later)
             t += 1
             if TWO_A_TURN and t < ktiles:
-                s, ph, sc = step(pacc, sbase, bars, s, ph, t, ktiles, a_row0, lane, k0, row, bn0, ep, sc)
+                s, ph, sc, later = step(pacc, sbase, bars, s, ph, t, ktiles, a_row0, lane, k0, row, bn0, ep, sc,
+                                        later)
                 t += 1
         return s, ph
     return mainloop
@@ -798,7 +803,7 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
         block = (BN, epi.slots().index("M")) if epi.scales == "block" else None
         PN = cfg.promote_n
         issue = make_slice_group(dtype, A_KM, B_KM, MI, PN, A_BYTES, dtype_b, NACC)
-        mainloop = make_promoted_mainloop(issue, S, STAGE, CL, NACC, BN // PN, block)
+        mainloop = make_promoted_mainloop(issue, S, STAGE, CL, NACC, BN // PN, block, cfg.scale_lead)
     else:
         mainloop = make_mainloop(consume, S, STAGE, CL)
     consumer = make_consumer(walk_unit, mainloop, store, drain, NACC, WG_M,
