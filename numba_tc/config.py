@@ -255,6 +255,7 @@ class WgmmaConfig:
     promote: bool = False           # fp8: each K slice summed apart, then added to fp32 accumulators
     staged: bool = False            # each stage also holds B's slice as it lies (the producer transposes it)
     scale_lead: int = 1             # fp8 block-wise scales: loaded this many K slices before their add
+                                    # (split-K kernels: one)
     epi_boxes: int = 2              # 8 KiB output boxes per consumer in that ring (2: double buffer)
     group_m: int = 8                # tile order: groups of group_m block rows share B tiles in L2
     max_stages: int = 6

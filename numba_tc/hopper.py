@@ -803,7 +803,8 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
         block = (BN, epi.slots().index("M")) if epi.scales == "block" else None
         PN = cfg.promote_n
         issue = make_slice_group(dtype, A_KM, B_KM, MI, PN, A_BYTES, dtype_b, NACC)
-        mainloop = make_promoted_mainloop(issue, S, STAGE, CL, NACC, BN // PN, block, cfg.scale_lead)
+        lead = 1 if split else cfg.scale_lead        # (a split-K kernel spilled the second set)
+        mainloop = make_promoted_mainloop(issue, S, STAGE, CL, NACC, BN // PN, block, lead)
     else:
         mainloop = make_mainloop(consume, S, STAGE, CL)
     consumer = make_consumer(walk_unit, mainloop, store, drain, NACC, WG_M,
@@ -1308,7 +1309,9 @@ RUNG7_CONFIGS = tuple(RUNG7.replace(**kw) for kw in (
 # registers, as cuBLAS's default and DeepGEMM do), 128x192, 128x256 or 128x128 as the cost model
 # picks; two sets of a 128x256 tile's accumulators do not fit a consumer's registers, so it sums
 # and adds a slice in two n128 halves (``promote_n``); B multicast where its rows are slow.
-FP8_CONFIGS = tuple(RUNG7.replace(promote=True, **kw) for kw in (
+# Block-wise scales are loaded two slices before their add (8192^3: 0.862 of per-tensor
+# `_scaled_mm` against 0.846 one slice ahead; benchmarks/results/ab_fp8_scale_lead_h100.log).
+FP8_CONFIGS = tuple(RUNG7.replace(promote=True, scale_lead=2, **kw) for kw in (
     dict(bn=192), {}, dict(bn=128, max_stages=6), dict(bn=128, max_stages=6, cluster=2)))
 
 # The tiles an n-major tf32 B copied by the producer runs on (``_b_by_producer``): tall, since
