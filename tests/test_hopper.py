@@ -158,7 +158,8 @@ def test_hopper_picks_tiles_and_multicast_per_problem():
         assert splits == 1
         return cfg.bn, cfg.cluster
     assert pick(4096, 4096) == (256, 1) and pick(8192, 1024) == (256, 1)
-    assert pick(1024, 1024) == (128, 1)     # 32 tiles of 128x256 would leave 100 SMs idle
+    assert pick(1024, 1024) == (128, 1)     # 32 tiles of 128x256 would leave 100 SMs idle,
+    assert hopper.pick_config(cfgs, 1024, 1024, 1024, False, 132)[0].bm == 64   # 64 of 128x128 68
     assert pick(2048, 1024) == (128, 1)     # 64
     assert pick(2048, 2048) == (256, 1)     # 128 tiles: one wave, the larger tile wins
     assert pick(4096, 4096, True) == (256, 2) and pick(1024, 1024, True) == (128, 2)
