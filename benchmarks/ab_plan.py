@@ -1,9 +1,12 @@
-"""A planning flag of ``hopper`` A/B'd: ``auto`` as the flag's values plan it (each its own
-variant, planned at its first call with the flag set), against cuBLAS, timed interleaved on the
-same torch tensors through ``gemm()``; each result checked against float64 first (NaN-poisoned).
+"""Planning choices of ``hopper`` A/B'd on 16-bit problems: ``auto`` as a planning flag's values
+plan it (``--flag``: a module constant of ``numba_tc.hopper`` read when a call is planned; each
+value its own variant, planned at its first call with the flag set) and fixed tiles of the top
+rung (``--tiles``: "key=value,..." of ``hopper.RUNG7.replace``, then ":splits"), against cuBLAS,
+timed interleaved on the same torch tensors through ``gemm()``; each result checked against
+float64 first (NaN-poisoned).
 
-    python benchmarks/ab_plan.py --flag SLOW_ROWS_COPY --values None False a b \\
-        [--dtype bfloat16] [--shapes MxNxK ...]
+    python benchmarks/ab_plan.py --flag SLOW_ROWS_COPY --values None False a b [--shapes MxNxK ...]
+    python benchmarks/ab_plan.py --tiles "bm=64,bn=128,consumers=1,max_stages=8:2" "bn=192:3" --shapes ...
 """
 import argparse
 import ast
@@ -25,33 +28,53 @@ def value(text):
         return text
 
 
+def flag_candidates(flag, values):
+    """[(name, variant, {flag: value})]: ``auto``'s planner under each value of ``flag``."""
+    top = numba_tc.get_variant("hopper")
+    return [(f"{flag}={val!r}", replace(top, name=f"ab_{flag}_{i}"), {flag: val}) for i, val in enumerate(values)]
+
+
+def tile_candidates(specs):
+    """[(name, variant, {})]: ``auto``, then each fixed tile as the top rung runs it."""
+    out = [("auto", "auto", {})]
+    for spec in specs:
+        fields, _, splits = spec.partition(":")
+        cfg = hopper.RUNG7.replace(**{k: int(v) for k, v in (kv.split("=") for kv in fields.split(",") if kv)})
+        name = "abt_" + spec.replace(",", "_").replace("=", "").replace(":", "_s")
+        out.append((spec, numba_tc.variant_from(cfg, name, splits=int(splits or 1)), {}))
+    return out
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--flag", required=True, help="a module constant of numba_tc.hopper read when a call is planned")
-    p.add_argument("--values", nargs="+", required=True, help="Python literals (else strings); the first is restored")
+    p.add_argument("--flag", help="a module constant of numba_tc.hopper read when a call is planned")
+    p.add_argument("--values", nargs="+", default=[], help="Python literals (else strings)")
+    p.add_argument("--tiles", nargs="+", default=[], help='fixed tiles: "key=value,...[:splits]"')
     p.add_argument("--dtype", default="bfloat16")
     p.add_argument("--shapes", nargs="+", default=SHAPES)
     args = p.parse_args()
     vals = [value(v) for v in args.values]
-    top = numba_tc.get_variant("hopper")
-    variants = [replace(top, name=f"ab_{args.flag}_{i}") for i in range(len(vals))]
+    cands = (flag_candidates(args.flag, vals) if args.flag else []) + (tile_candidates(args.tiles) if args.tiles else [])
     dt = getattr(torch, args.dtype)
     for s in args.shapes:
         m, n, k = (int(x) for x in s.split("x"))
         a, b = torch.randn(m, k, device="cuda", dtype=dt), torch.randn(k, n, device="cuda", dtype=dt)
         ref = a.double() @ b.double()
         fns, names = [], []
-        for val, v in zip(vals, variants):
+        for name, v, setting in cands:
             out = torch.full((m, n), float("nan"), device="cuda", dtype=dt)
-            setattr(hopper, args.flag, val)            # read when the call is planned (its first)
+            saved = {f: getattr(hopper, f) for f in setting}
+            for f, val in setting.items():
+                setattr(hopper, f, val)             # read when the call is planned (its first)
             try:
                 numba_tc.gemm(a, b, v, out=out)
                 plan = numba_tc.explain(a, b, v)
             finally:
-                setattr(hopper, args.flag, vals[0])
+                for f, val in saved.items():
+                    setattr(hopper, f, val)
             err = float((out.double() - ref).norm() / ref.norm())
-            assert err < 1e-2, (s, val, err)
-            names.append(f"{args.flag}={val!r} [{plan}]")
+            assert err < 1e-2, (s, name, err)
+            names.append(f"{name} [{plan}]")
             fns.append(lambda v=v, out=out: numba_tc.gemm(a, b, v, out=out))
         del ref
         cub = torch.empty(m, n, device="cuda", dtype=dt)
