@@ -8,9 +8,11 @@ the tier that should catch each is run on the copy, and the verdict is recorded.
 
 Each mutant is a list of (exact source snippet, replacement) in one file; the snippet must occur
 exactly once (``tests/test_mutation_list.py`` checks that every snippet still matches the
-source, so a refactor cannot silently disarm a mutant). A mutant is *caught* when the named
-tests fail on the mutated copy; first the same tests must pass on an unmutated copy (the
-baseline), else the verdict would mean nothing. Records (benchmarks/results/mutation.json):
+source, so a refactor cannot silently disarm a mutant). A mutant is *caught* when one of the
+named tests fails (or hangs past the time limit) on the mutated copy; one that only breaks an
+import or collection is not (session 24: a deleted loop body "caught" a mutant by an
+IndentationError). First the same tests must pass on an unmutated copy (the baseline), else
+the verdict would mean nothing. Records (benchmarks/results/mutation.json):
 {"mutant", "tier", "caught", "test", "commit", "command"} (+ "file", "note", "seconds").
 """
 from __future__ import annotations
@@ -123,7 +125,7 @@ MUTANTS = [
       [("    if cluster == 1 and not dependent:", "    stream = 0\n    if cluster == 1 and not dependent:")],
       ["tests/test_gpu_streams.py"], extra=["-k", "not hopper"]),
     M("an n-major tf32 B copied by the producer left truncated (not rounded to tf32)", "gpu", "numba_tc/hopper.py",
-      [("                v[e] = tf32_rn(v[e])\n", "")],
+      [("                v[e] = tf32_rn(v[e])\n", "                v[e] = v[e]\n")],
       ["tests/test_gpu_tf32.py"], extra=["-k", "producer"]),
     M("the 16-byte row copy reads the chunk before its own", "gpu", "numba_tc/repack.py",
       [("            ldg_v4u32(ptr(w), 0, s)\n", "            ldg_v4u32(ptr(w), 0, s - 16 * min(c0, 1))\n")],
@@ -135,7 +137,7 @@ MUTANTS = [
       [("        mbar_wait(full, ph)\n        issue(pacc, stage, a_row0, 0)", "        issue(pacc, stage, a_row0, 0)")],
       ["tests/test_gpu_races.py"], extra=["-k", "hopper and wgmma_ws and 2056"]),
     M("producer overwrites a stage before it is released (empty wait dropped)", "gpu", "numba_tc/hopper.py",
-      [("            mbar_wait(bars + 8 * (S + s), ph ^ 1)\n", "")],
+      [("                mbar_wait(bars + 8 * (S + s), ph ^ 1)\n", "")],
       ["tests/test_gpu_races.py"], extra=["-k", "hopper and wgmma_persistent and 2056"]),
     # (Not listed: "drop the fence before wgmma". ptxas puts the same WARPGROUP.ARRIVE before the
     # HGMMAs with or without wgmma.fence (SASS read in session 12): an equivalent mutant, which no
@@ -245,14 +247,19 @@ def run(mutants: List[Mutant], timeout: int, log=print) -> List[dict]:
                 rc, out, secs, cmd = _pytest(root, m, timeout)
             finally:
                 open(path, "w").write(original)
-            caught = baseline[key] and rc != 0
+            # caught: a test failed (a node id) or hung; a mutant that breaks the module's
+            # import or collection fails no test and is not caught (it would hide a blind spot)
+            failed = _first_failure(out)
+            caught = baseline[key] and (rc == "timeout" or (rc != 0 and "::" in failed))
             rec = {"mutant": m.name, "tier": m.tier, "caught": caught,
-                   "test": _first_failure(out) if caught else "", "commit": commit, "command": cmd,
+                   "test": failed if caught else "", "commit": commit, "command": cmd,
                    "file": m.file, "note": m.note, "seconds": round(secs, 1)}
             if not baseline[key]:
                 rec["note"] = (m.note + "; " if m.note else "") + "baseline failed: verdict void"
             if rc == "timeout":
                 rec["note"] = (rec["note"] + "; " if rec["note"] else "") + f"timed out after {timeout}s"
+            elif baseline[key] and rc != 0 and not caught:
+                rec["note"] = (rec["note"] + "; " if rec["note"] else "") + "failed outside any test (a broken mutant)"
             records.append(rec)
             log(f"{'CAUGHT' if caught else 'MISSED'} [{m.tier}] {m.name} ({secs:.0f}s) {rec['test']}")
     return records

@@ -1,6 +1,8 @@
 """The mutation check's list (benchmarks/mutation.py) is armed: every mutant's snippet occurs
-exactly once in the source as it is now (a refactor that moves it fails here, not silently in
-the mutation run), its replacement differs, and the tests it names exist."""
+exactly once in the source as it is now, as whole lines (a refactor that moves it fails here, not
+silently in the mutation run), its replacement differs and still parses (a mutant that breaks
+the module's import fails no test), and the tests it names exist."""
+import ast
 import importlib.util
 import os
 import sys
@@ -28,6 +30,11 @@ def test_every_snippet_still_matches_the_source(m):
     src = open(os.path.join(ROOT, m.file)).read()
     mutated = mutation.apply(src, m)            # raises unless each snippet occurs exactly once
     assert mutated != src
+    if m.file.endswith(".py"):                  # a mutant that breaks the module tests nothing
+        ast.parse(mutated, m.file)
+    for snippet, _ in m.edits:                  # whole lines, not a line's indented tail
+        at = src.index(snippet)
+        assert at == 0 or src[at - 1] == "\n" or not snippet[:1].isspace(), (m.name, snippet)
     assert m.tier in mutation.TIERS
     for t in m.tests:
         assert os.path.exists(os.path.join(ROOT, t.split("::")[0])), t
