@@ -77,14 +77,20 @@ def main():
             names.append(f"{name} [{plan}]")
             fns.append(lambda v=v, out=out: numba_tc.gemm(a, b, v, out=out))
         del ref
-        cub = torch.empty(m, n, device="cuda", dtype=dt)
-        fns.append(lambda: torch.matmul(a, b, out=cub))
-        ms = bench.time_interleaved(fns, budget_s=1.0)
-        for name, t in zip(names, ms):
-            print(f"{s:>17}  x{ms[-1] / t:.3f} of cuBLAS ({2 * m * n * k / ms[-1] / 1e9:6.1f} TFLOP/s)  "
-                  f"{2 * m * n * k / t / 1e9:6.1f}  {name}", flush=True)
+        against_cublas(s, a, b, names, fns, budget_s=1.0)
         del a, b, fns
         torch.cuda.empty_cache()
+
+
+def against_cublas(shape, a, b, names, fns, budget_s=1.5, ref="cuBLAS"):
+    """Time ``fns`` (each a product of ``a`` and ``b``) interleaved with ``torch.matmul`` on the
+    same inputs and print each one's ratio and TFLOP/s beside cuBLAS's."""
+    m, k, n = a.shape[0], a.shape[1], b.shape[1]
+    cub = torch.empty(m, n, device="cuda", dtype=a.dtype)
+    ms = bench.time_interleaved(list(fns) + [lambda: torch.matmul(a, b, out=cub)], budget_s=budget_s)
+    for name, t in zip(names, ms):
+        print(f"{shape:>17}  x{ms[-1] / t:.3f} of {ref} ({2 * m * n * k / ms[-1] / 1e9:6.1f} TFLOP/s)  "
+              f"{2 * m * n * k / t / 1e9:6.1f}  {name}", flush=True)
 
 
 if __name__ == "__main__":

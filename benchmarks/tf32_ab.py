@@ -15,7 +15,9 @@ from dataclasses import replace
 import torch
 
 import numba_tc
-from numba_tc import bench, hopper
+from numba_tc import hopper
+
+from ab_plan import against_cublas
 
 SHAPES = ["1x8192x8192", "8x4096x11008", "96x5120x5120", "256x65536x4096", "1000x32000x4096", "768x2304x24576",
           "256x256x131072", "1024x1024x1024", "2048x5120x5120", "4096x4096x4096", "8192x8192x8192"]
@@ -61,12 +63,7 @@ def main():
             names.append(f"{name} [{plan}]")
             fns.append(lambda v=v, out=out: numba_tc.gemm(a, b, v, out=out, allow_tf32=True))
         del ref
-        cub = torch.empty(m, n, device="cuda")
-        fns.append(lambda: torch.matmul(a, b, out=cub))
-        ms = bench.time_interleaved(fns, budget_s=1.5)
-        for name, t in zip(names, ms):
-            print(f"{s:>17}  x{ms[-1] / t:.3f} of cuBLAS TF32 ({2 * m * n * k / ms[-1] / 1e9:6.1f} TFLOP/s)  "
-                  f"{2 * m * n * k / t / 1e9:6.1f}  {name}", flush=True)
+        against_cublas(s, a, b, names, fns, ref="cuBLAS TF32")
         del a, b, fns
         torch.cuda.empty_cache()
 

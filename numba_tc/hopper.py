@@ -312,8 +312,9 @@ def _async_loader(ROWS):
 @lru_cache(maxsize=None)
 def make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, LOADED, CL, BATCH=False, ASYNC_B=False):
     """``produce(tma, tmb, stage, full, bm0, bn0, k0, rank, za, zb)``: expect the ``LOADED``
-    bytes of A's and B's slice on ``full`` (zero-filled parts of a box count too), then issue the loads of A's and
-    B's K slice k0 (of their matrices za and zb, with BATCH). In a cluster each CTA loads 1/CL of
+    bytes TMA brings on ``full`` (zero-filled parts of a box count too; not a staged stage's
+    second copy of B), then issue the loads of A's and B's K slice k0 (of their matrices za and
+    zb, with BATCH). In a cluster each CTA loads 1/CL of
     the shared B tile and multicasts it to all: the peers' loads complete on this CTA's ``full``
     too. With ASYNC_B every producer thread runs it: thread 0 loads A by TMA, and each copies its
     share of B by cp.async (``tmb``: ``_async_loader``'s source; its ``finish`` arrives on
@@ -890,8 +891,8 @@ ASYNC_WIN = 0.8
 # Both operands' rows 16 mod 32 bytes apart: the product's full rounds (B multicast) at this share
 # of their speed with aligned rows, so the smaller operand may be copied first
 # (``_slow_rows_copy``; ``SLOW_ROWS_COPY``: None, the model's choice; False, never; "a" or "b",
-# that one always). Fit to the copy's gain and loss on six shapes (benchmarks/NOTES.md,
-# session 24; results/ab_slow_rows_h100.log).
+# that one always). Fit to the copy's gain and loss on four shapes, checked on six held out
+# (benchmarks/NOTES.md, session 24; results/ab_slow_rows*_h100.log).
 SLOW_BOTH = 0.86
 SLOW_ROWS_COPY = None
 HALVES = 0.925                      # a promoted tile added in halves waits twice a slice (fp8 128x256:
