@@ -568,9 +568,7 @@ def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=
             issue(pacc, stage, a_row0, 2 * P)
             finish(1, pacc, sc, bn0, lane, bars + 8 * (S + s))
         s, ph = advance(s, ph)
-        if LEAD == 2:
-            return s, ph, later, nxt
-        return s, ph, nxt, nxt
+        return s, ph, later if LEAD == 2 else nxt, nxt
 
     @device
     def mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0, lane, k0, row, bn0, ep):
@@ -1061,10 +1059,11 @@ def _slow_rows_copy(pool, a, b, m: int, n: int, keq: int, sms: int, split: bool,
     never = [False, False]
     if SLOW_ROWS_COPY is False or tma_rows_fast(a.ptr, a.ld, a.itemsize) or tma_rows_fast(b.ptr, b.ld, b.itemsize):
         return never
-    size = [_lines(x)[0] * _lines(x)[1] * x.itemsize for x in (a, b)]
+    lines = [_lines(x) for x in (a, b)]
+    size = [rows * width * x.itemsize for (rows, width), x in zip(lines, (a, b))]
     which = {"a": 0, "b": 1}.get(SLOW_ROWS_COPY, int(size[1] < size[0]))
     x = (a, b)[which]
-    if not repack.chunks_ok(x.ptr, x.ld, _lines(x)[1], x.itemsize):
+    if not repack.chunks_ok(x.ptr, x.ld, lines[which][1], x.itemsize):
         return never
     cfg, s = pick_config(pool, m, n, keq, True, sms, split, out_bytes)
     units, slots = split_units(cfg, m, n, keq, s)[2], sms * cfg.min_blocks
