@@ -273,7 +273,12 @@ class WgmmaConfig:
     def block_registers(self) -> int:
         """Registers a block is given at launch (its threads x the launch bound's count, in units
         of 8): what setmaxnreg moves between warpgroups; one that asks for more waits forever."""
-        return min(255, 65536 // (self.threads * self.min_blocks)) // 8 * 8 * self.threads
+        return self.launch_regs * self.threads
+
+    @property
+    def launch_regs(self) -> int:
+        """Registers a thread is given at launch (the launch bound's count, in units of 8)."""
+        return min(255, 65536 // (self.threads * self.min_blocks)) // 8 * 8
 
     @property
     def wg_m(self) -> int:
@@ -349,7 +354,7 @@ class WgmmaConfig:
         # bound's cap, or after setmaxnreg under the consumers' count: ptxas compiles the code
         # that follows setmaxnreg.inc to that count (a promoted 128x192 fp8 tile holds 192
         # accumulators without a spill in a kernel whose launch bound allows 168).
-        cap = self.regs[1] or min(255, 65536 // (self.threads * self.min_blocks)) // 8 * 8
+        cap = self.regs[1] or self.launch_regs
         _need(cap >= self.local_regs + 24, f"{self.threads} threads x {self.min_blocks} blocks "
               f"{'(setmaxnreg) ' if self.regs[1] else ''}leave {cap} registers per thread, too few for "
               f"{self.local_regs} accumulators")
