@@ -169,14 +169,14 @@ def test_slow_rows_are_copied_where_the_model_says_the_copy_pays(fake_driver, mo
     results/ab_slow_rows_h100.log), else both are read as they lie, B multicast."""
     from numba_tc import api, hopper
     v = api.get_variant("hopper")
+
+    def labels(m, n, k):
+        ops = [_operand(r, c, False, "bfloat16", (0, 0), base << 32) for r, c, base in ((m, k, 1), (k, n, 2), (m, n, 3))]
+        return [st.label for st in v.plan(*ops, 0)]
     cases = [((3000, 3000, 3000), []), ((2056, 4104, 3000), []), ((5000, 3000, 7000), ["repack b"]),
              ((4104, 4104, 4104), ["repack a"]), ((1000, 1000, 1000), [])]
-    for (m, n, k), copies in cases:
-        a = Matrix(None, m, k, k, False, "bfloat16", 1 << 32)
-        b = Matrix(None, k, n, n, False, "bfloat16", 2 << 32)
-        labels = [st.label for st in v.plan(a, b, Matrix(None, m, n, n, False, "bfloat16", 3 << 32), 0)]
-        assert labels[:-1] == copies and ("cluster 2" in labels[-1]) == (copies != ["repack b"]), labels
+    for shape, copies in cases:
+        got = labels(*shape)
+        assert got[:-1] == copies and ("cluster 2" in got[-1]) == (copies != ["repack b"]), got
     monkeypatch.setattr(hopper, "SLOW_ROWS_COPY", False)
-    a, b = Matrix(None, 4104, 4104, 4104, False, "bfloat16", 1 << 32), Matrix(None, 4104, 4104, 4104, False, "bfloat16", 2 << 32)
-    assert [st.label for st in v.plan(a, b, Matrix(None, 4104, 4104, 4104, False, "bfloat16", 3 << 32), 0)] == \
-        ["128x256 cluster 2"]
+    assert labels(4104, 4104, 4104) == ["128x256 cluster 2"]
