@@ -1,4 +1,4 @@
-"""Planning choices of ``hopper`` A/B'd on 16-bit problems: ``auto`` as a planning flag's values
+"""Planning choices of ``hopper`` A/B'd on 16-bit problems (``--dtype tf32``: float32 inputs as tf32): ``auto`` as a planning flag's values
 plan it (``--flag``: a module constant of ``numba_tc.hopper`` read when a call is planned; each
 value its own variant, planned at its first call with the flag set) and fixed tiles of the top
 rung (``--tiles``: "key=value,..." of ``hopper.RUNG7.replace``, then ":splits"), against cuBLAS,
@@ -7,6 +7,7 @@ float64 first (NaN-poisoned).
 
     python benchmarks/ab_plan.py --flag SLOW_ROWS_COPY --values None False a b [--shapes MxNxK ...]
     python benchmarks/ab_plan.py --tiles "bm=64,bn=128,consumers=1,max_stages=8:2" "bn=192:3" --shapes ...
+    python benchmarks/ab_plan.py --dtype tf32 --flag REGS_A --values True False --shapes 4096x4096x4096
 """
 import argparse
 import ast
@@ -55,7 +56,10 @@ def main():
     args = p.parse_args()
     vals = [value(v) for v in args.values]
     cands = (flag_candidates(args.flag, vals) if args.flag else []) + (tile_candidates(args.tiles) if args.tiles else [])
-    dt = getattr(torch, args.dtype)
+    tf32 = args.dtype == "tf32"                  # float32 inputs as tf32, against cuBLAS TF32
+    dt = torch.float32 if tf32 else getattr(torch, args.dtype)
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    kw, tol = ({"allow_tf32": True}, 1e-3) if tf32 else ({}, 1e-2)
     for s in args.shapes:
         m, n, k = (int(x) for x in s.split("x"))
         a, b = torch.randn(m, k, device="cuda", dtype=dt), torch.randn(k, n, device="cuda", dtype=dt)
@@ -67,15 +71,15 @@ def main():
             for f, val in setting.items():
                 setattr(hopper, f, val)             # read when the call is planned (its first)
             try:
-                numba_tc.gemm(a, b, v, out=out)
-                plan = numba_tc.explain(a, b, v)
+                numba_tc.gemm(a, b, v, out=out, **kw)
+                plan = numba_tc.explain(a, b, v, **kw)
             finally:
                 for f, val in saved.items():
                     setattr(hopper, f, val)
             err = float((out.double() - ref).norm() / ref.norm())
-            assert err < 1e-2, (s, name, err)
+            assert err < tol, (s, name, err)
             names.append(f"{name} [{plan}]")
-            fns.append(lambda v=v, out=out: numba_tc.gemm(a, b, v, out=out))
+            fns.append(lambda v=v, out=out: numba_tc.gemm(a, b, v, out=out, **kw))
         del ref
         against_cublas(s, a, b, names, fns, budget_s=1.0)
         del a, b, fns

@@ -67,10 +67,11 @@ from .epilogue import make as make_epilogue
 from .fragments import OUT_CONVERT, apply_fragments, make_store_out
 from .intrinsics import f32_ptr, ptr
 from .jit import device, kernel, kernel_factory, unrolled
-from .layout import c_fragment, chunk_offset, compute_dtype, wgmma_d_fragment, wgmma_desc, wgmma_operand_offset
+from .layout import (a_fragment, c_fragment, chunk_offset, compute_dtype, mn_major_offset, wgmma_d_fragment, wgmma_desc,
+                     wgmma_operand_offset)
 from .plan import Step
 from .primitives import (cluster_ctarank, cluster_sync, cp_async16, cp_async_commit, cp_async_wait,
-                         fence_proxy_async, grid_dep_wait, lds_v4u32, mbar_arrive,
+                         fence_proxy_async, grid_dep_wait, lds_u32, lds_v4u32, mbar_arrive,
                          mbar_arrive_cluster, mbar_expect_tx, mbar_fence_init, mbar_init, mbar_wait,
                          named_barrier, setmaxnreg_dec, setmaxnreg_inc, smem_addr, sts_out2, sts_v4u32, tf32_rn,
                          tma_load_2d, tma_load_2d_multicast, tma_load_3d, tma_prefetch_map, tma_store_2d,
@@ -78,7 +79,8 @@ from .primitives import (cluster_ctarank, cluster_sync, cp_async16, cp_async_com
                          wgmma_commit, wgmma_fence, wgmma_m64n128k16, wgmma_m64n128k32_f8,
                          wgmma_m64n128k8_tf32, wgmma_m64n192k16, wgmma_m64n192k32_f8, wgmma_m64n192k8_tf32,
                          wgmma_m64n256k16, wgmma_m64n256k32_f8, wgmma_m64n256k8_tf32, wgmma_m64n64k16,
-                         wgmma_m64n64k32_f8, wgmma_m64n64k8_tf32, wgmma_wait)
+                         wgmma_m64n64k32_f8, wgmma_m64n64k8_tf32, wgmma_m64n64k8_tf32_rs, wgmma_m64n128k8_tf32_rs,
+                         wgmma_m64n192k8_tf32_rs, wgmma_m64n256k8_tf32_rs, wgmma_wait)
 from .schedule import balanced_workers, cdiv, tile_origin
 from .tensormap import MAP_BYTES, encode, tma_requirements, tma_rows_fast
 
@@ -88,6 +90,8 @@ WGMMA_TYPE = {"float16": 0, "bfloat16": 1}      # ptx/hopper.cu: wgmma's input t
 _WGMMA = {64: wgmma_m64n64k16, 128: wgmma_m64n128k16, 192: wgmma_m64n192k16, 256: wgmma_m64n256k16}
 _WGMMA8 = {64: wgmma_m64n64k32_f8, 128: wgmma_m64n128k32_f8, 192: wgmma_m64n192k32_f8, 256: wgmma_m64n256k32_f8}
 _WGMMA32 = {64: wgmma_m64n64k8_tf32, 128: wgmma_m64n128k8_tf32, 192: wgmma_m64n192k8_tf32, 256: wgmma_m64n256k8_tf32}
+_WGMMA32_RS = {64: wgmma_m64n64k8_tf32_rs, 128: wgmma_m64n128k8_tf32_rs, 192: wgmma_m64n192k8_tf32_rs,
+               256: wgmma_m64n256k8_tf32_rs}
 KMAJOR_ONLY = layout.FP8 + ("tf32",)             # input types wgmma reads k-major only (no transpose flags)
 # Kernel parameters: tensor maps of A, B and C (by value); C's address; M, N, K; ldc; K slices per
 # split (split-K kernels; others ignore it); batches and which operands have them (bit 0: A, bit
@@ -223,19 +227,20 @@ def _box_loader(MASK, BATCH):
 
 
 @lru_cache(maxsize=None)
-def _loader(KMAJOR, ROWS, MASK, BATCH=False):
+def _loader(KMAJOR, ROWS, MASK, BATCH=False, ITEM=2):
     """``load(tmap, dst, mn0, k0, bar, z)``: TMA the K slice at k0 of rows/columns mn0..mn0+ROWS
-    of an operand (of its matrix z, with BATCH) into ``dst``; with a cluster ``MASK``, into the
-    same place of every CTA in the mask (multicast)."""
+    of an operand of ``ITEM``-byte elements (of its matrix z, with BATCH) into ``dst``; with a
+    cluster ``MASK``, into the same place of every CTA in the mask (multicast)."""
     box = _box_loader(MASK, BATCH)
+    PER = layout.ROW_BYTES // ITEM                     # mn of an mn-major box (``layout.mn_major_offset``)
 
     @device
     def load(tmap, dst, mn0, k0, bar, z):
-        if KMAJOR:                                     # one box of [ROWS][64 k]
+        if KMAJOR:                                     # one box of [ROWS][one K slice]
             box(tmap, dst, k0, mn0, z, bar)
-        else:                                          # ROWS / 64 boxes of [64 k][64 mn]
-            for j in range(ROWS // 64):
-                box(tmap, dst + j * layout.BOX_BYTES, mn0 + 64 * j, k0, z, bar)
+        else:                                          # ROWS / PER boxes of [one K slice][PER mn]
+            for j in range(ROWS // PER):
+                box(tmap, dst + j * PER * layout.ROW_BYTES, mn0 + PER * j, k0, z, bar)
     return load
 
 
@@ -310,7 +315,7 @@ def _async_loader(ROWS):
 
 
 @lru_cache(maxsize=None)
-def make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, LOADED, CL, BATCH=False, ASYNC_B=False):
+def make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, LOADED, CL, BATCH=False, ASYNC_B=False, ITEM=2):
     """``produce(tma, tmb, stage, full, bm0, bn0, k0, rank, za, zb)``: expect the ``LOADED``
     bytes TMA brings on ``full`` (zero-filled parts of a box count too; not a staged stage's
     second copy of B), then issue the loads of A's and B's K slice k0 (of their matrices za and
@@ -318,10 +323,10 @@ def make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, LOADED, CL, BATCH=False, ASYNC_
     the shared B tile and multicasts it to all: the peers' loads complete on this CTA's ``full``
     too. With ASYNC_B every producer thread runs it: thread 0 loads A by TMA, and each copies its
     share of B by cp.async (``tmb``: ``_async_loader``'s source; its ``finish`` arrives on
-    ``full``, a slice later: ``make_producer``)."""
+    ``full``, a slice later: ``make_producer``). ``ITEM``: bytes of an input element."""
     PART = BN // CL
-    load_a = _loader(A_KM, BM, 0, BATCH)
-    load_b = _loader(B_KM, PART, (1 << CL) - 1 if CL > 1 else 0, BATCH)
+    load_a = _loader(A_KM, BM, 0, BATCH, ITEM)
+    load_b = _loader(B_KM, PART, (1 << CL) - 1 if CL > 1 else 0, BATCH, ITEM)
     if ASYNC_B:
         copy_b = _async_loader(BN)[0]
         STAGED = _staged_rows(A_BYTES, BN)
@@ -356,8 +361,11 @@ def make_slice_group(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b=None, OFF=0):
     fp8 and tf32 operands are k-major only. ``OFF``: the sum goes to accumulators from OFF on,
     starting from zero (a promoted mainloop's), else it adds to those from 0."""
     fp8, tf32 = dtype in layout.FP8, dtype == "tf32"
+    if tf32 and not A_KM and B_KM and not OFF:
+        return _slice_group_regs_a(MI, BN, A_BYTES)
     if dtype in KMAJOR_ONLY and not (A_KM and B_KM):
-        raise ValueError(f"wgmma reads {dtype} operands k-major only (A row-major, B column-major)")
+        raise ValueError(f"wgmma reads {dtype} operands k-major only (A row-major, B column-major; "
+                         "a tf32 A may be mn-major, read through registers)")
     KND = _fp8_kind(dtype, dtype_b or dtype) if fp8 else 0 if tf32 else WGMMA_TYPE[dtype]
     WG = (_WGMMA8 if fp8 else _WGMMA32 if tf32 else _WGMMA)[BN]
 
@@ -381,6 +389,46 @@ def make_slice_group(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b=None, OFF=0):
         wgmma_fence()
         wgmma_all(4 * MI, pacc, stage, a_row0, n0)
         wgmma_commit()
+    return issue
+
+
+@lru_cache(maxsize=None)
+def _slice_group_regs_a(MI, BN, A_BYTES):
+    """``make_slice_group`` for tf32 with A mn-major: wgmma takes A from registers, so each warp
+    loads its m16 x k8 fragments (``layout.a_fragment``) from the stage as TMA left it
+    (``layout.mn_major_offset``); no pass transposes A before the kernel. A wgmma may read its A
+    registers until its group is waited for, so each k8 step (MI m64 blocks) is a group of its
+    own with registers of its own: before a step's loads, the group that last used its
+    registers (4 groups back, the previous slice's same step) is waited for, while the 3 after it
+    still run. The mainloop keeps 4 groups (a slice) in flight (``make_mainloop``'s GROUPS)."""
+    WG = _WGMMA32_RS[BN]
+    NF = 16 * MI                                    # 4 k8 steps x MI blocks x 4 registers
+
+    @device
+    def load_one(t, fr, stage, row0, lane, ks):
+        m, k = a_fragment(lane, t & 3, 0, 1)        # register t % 4 of m64 block t // 4
+        fr[4 * ks * MI + t] = lds_u32(stage + mn_major_offset(row0 + 64 * (t >> 2) + m, 8 * ks + k, 4))
+    load_step = unrolled(load_one, 8)
+
+    @device
+    def wgmma_one(mi, pacc, fr, stage, n0, ks):
+        f = 4 * (ks * MI + mi)
+        WG(pacc, mi * (BN // 2), fr[f], fr[f + 1], fr[f + 2], fr[f + 3], _operand_desc(stage + A_BYTES, True, n0, ks), 1)
+    wgmma_step = unrolled(wgmma_one, 2)
+
+    @device
+    def step(ks, pacc, fr, stage, row0, lane, n0):
+        wgmma_wait(3)
+        load_step(4 * MI, fr, stage, row0, lane, ks)
+        wgmma_fence()
+        wgmma_step(MI, pacc, fr, stage, n0, ks)
+        wgmma_commit()
+    steps = unrolled(step, 4)
+
+    @device
+    def issue(pacc, stage, a_row0, n0):
+        fr = cuda.local.array(NF, uint32)
+        steps(4, pacc, fr, stage, a_row0 + 16 * ((cuda.threadIdx.x >> 5) & 3), cuda.threadIdx.x & 31, n0)
     return issue
 
 
@@ -452,13 +500,13 @@ def make_finish_stage(BN, A_BYTES):
 
 
 @lru_cache(maxsize=None)
-def make_mainloop(consume, S, STAGE, CL):
+def make_mainloop(consume, S, STAGE, CL, GROUPS=1):
     """Mainloop (a consumer warpgroup): ``mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0,
     lane, k0, row, bn0, ep)``: ktiles K slices (from slice k0 of K, for a tile whose first column
     is bn0 and this warp's first row ``row``; ``ep``: the epilogue's values) from the ring into
-    the accumulators (``consume``: ``make_slice_mma``), one wgmma group kept in flight: once
-    slice t's group is issued, slice t-1's is done and its stage is released in every CTA of the
-    cluster. Returns the ring position after the tile."""
+    the accumulators (``consume``: ``make_slice_mma``, committing GROUPS wgmma groups a slice),
+    one slice kept in flight: once slice t's groups are issued, slice t-1's are done and its
+    stage is released in every CTA of the cluster. Returns the ring position after the tile."""
     advance = _advancer(S)
     release = _releaser(CL)
 
@@ -467,7 +515,7 @@ def make_mainloop(consume, S, STAGE, CL):
         prev = 0
         for t in range(ktiles):
             consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0)
-            wgmma_wait(1)
+            wgmma_wait(GROUPS)
             if t > 0 and lane == 0:
                 release(bars + 8 * (S + prev))
             prev = s
@@ -619,7 +667,8 @@ def _box_store(MI, BN, OUT_ITEM, OUT_K, EB, EPI, BATCH=False):
         """The epilogue on the fragments of output box t, in registers (``fragments.apply_fragments``)."""
         mi = t // NBOX
         bx = t - mi * NBOX
-        apply_fragments(COLS // 8, acc, mi * (BN // 8) + bx * (COLS // 8), row0, col0, lane, BN // 8, 64, EPI, ep)
+        apply_fragments(COLS // 8, acc, mi * (BN // 8) + bx * (COLS // 8), row0, col0, lane, BN // 8, 64, EPI, ep,
+                        False)
 
     @device
     def store_box(t, acc, tmc, buf0, nbox, row0, col0, tw, lane, bar, ep, z, erow0):
@@ -646,20 +695,22 @@ def _box_store(MI, BN, OUT_ITEM, OUT_K, EB, EPI, BATCH=False):
 
 
 @lru_cache(maxsize=None)
-def make_epilogue_part(MI, BN, out_dtype, vc, TMA_C, EB, epi, BATCH=False):
+def make_epilogue_part(MI, BN, out_dtype, vc, TMA_C, EB, epi, BATCH=False, TRANS=False):
     """Epilogue: ``(store, drain)``. ``store(acc, C, tmc, ebase, nbox, row0, bn0, ldc, M, N, wg,
     tw, lane, ep, z)``: a warpgroup's accumulators (MI m64 blocks of BN columns; this warp's rows
     from ``row0``) through the epilogue function of ``epi`` (``epilogue.make``), then to C through
     shared memory and TMA stores (with TMA_C: a ring of EB boxes per consumer from ``ebase``,
     ``_box_store``; with BATCH into matrix z, the epilogue seeing row z * M + row) or straight
-    from registers (``fragments.make_store_out``; ``vc``: C's column pairs are aligned). Returns the
-    count of boxes this consumer has stored. ``drain(tw)``: the last boxes are out (before the
-    block ends)."""
+    from registers (``fragments.make_store_out``; ``vc``: C's column pairs are aligned; TRANS: the
+    accumulators are of C's transpose, a swapped product's). Returns the count of boxes this
+    consumer has stored. ``drain(tw)``: the last boxes are out (before the block ends)."""
     OUT_K, OUT_ITEM = OUT_CONVERT[out_dtype], layout.ITEMSIZE[out_dtype]
     NI = BN // 8
     EPI = make_epilogue(epi)
     if BATCH and not TMA_C:
         raise ValueError("a batched kernel stores C by TMA")
+    if TRANS and TMA_C:
+        raise ValueError("C's transpose is stored from registers")
     if TMA_C:
         store_boxes, NB = _box_store(MI, BN, OUT_ITEM, OUT_K, EB, EPI, BATCH)
 
@@ -675,7 +726,7 @@ def make_epilogue_part(MI, BN, out_dtype, vc, TMA_C, EB, epi, BATCH=False):
                 tma_store_wait_all()
         return store, drain
 
-    store_out = make_store_out(MI * NI, NI, 64, OUT_ITEM, OUT_K, vc, 8, EPI)
+    store_out = make_store_out(MI * NI, NI, 64, OUT_ITEM, OUT_K, vc, 8, EPI, TRANS)
 
     @device
     def store(acc, C, tmc, ebase, nbox, row0, bn0, ldc, M, N, wg, tw, lane, ep, z):
@@ -689,11 +740,12 @@ def make_epilogue_part(MI, BN, out_dtype, vc, TMA_C, EB, epi, BATCH=False):
 
 
 @lru_cache(maxsize=None)
-def make_consumer(walk_unit, mainloop, store, drain, NACC, WG_M, PLANE):
+def make_consumer(walk_unit, mainloop, store, drain, NACC, WG_M, PLANE, TRANS=False):
     """A consumer warpgroup: ``consumer(acc, pacc, C, tmc, sbase, ebase, bars, w, ldc, M, N, wg,
     tid, ep)``: for each unit of walk ``w``, the mainloop, then the epilogue (``store``, then
     ``drain`` once at the end). A split-K unit writes its partial sum to plane s of C, PLANE
-    bytes per element of M x ldc (``fixup`` adds the planes); a batched one, to matrix s."""
+    bytes per element of M x ldc (N x ldc where the kernel's product is C's transpose, TRANS;
+    ``fixup`` adds the planes); a batched one, to matrix s."""
     @device
     def consumer(acc, pacc, C, tmc, sbase, ebase, bars, w, ldc, M, N, wg, tid, ep):
         tw = tid & 127
@@ -708,8 +760,8 @@ def make_consumer(walk_unit, mainloop, store, drain, NACC, WG_M, PLANE):
             for i in range(NACC):
                 acc[i] = float32(0)
             s, ph = mainloop(pacc, sbase, bars, s, ph, kn, a_row0, lane, k0, bm0 + m_warp, bn0, ep)
-            nbox = store(acc, C + sp * (M * ldc * PLANE), tmc, ebase, nbox, bm0 + m_warp, bn0, ldc, M, N, wg, tw,
-                         lane, ep, sp)
+            nbox = store(acc, C + sp * ((N if TRANS else M) * ldc * PLANE), tmc, ebase, nbox, bm0 + m_warp, bn0, ldc,
+                         M, N, wg, tw, lane, ep, sp)
         drain(tw)
     return consumer
 
@@ -764,7 +816,7 @@ def _b_source(ASYNC_B):
 @kernel_factory
 def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool, vc: bool,
                  tma_c: bool = False, epi=PLAIN, split: bool = False, batch: bool = False, dtype_b=None,
-                 async_b: bool = False):
+                 async_b: bool = False, trans_c: bool = False):
     """The Hopper kernel for one configuration, input type, output type and operand layout.
     vc: C's column pairs are aligned for paired stores; tma_c: C can be written by TMA (used when
     the configuration has ``tma_store``); split: split-K, each unit a tile's run of ``kper`` K
@@ -773,7 +825,10 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
     batched product, every operand's tensor map 3-D (the batch last), a unit a tile of one
     batch's product; dtype_b: B's type where it is not A's (fp8: e4m3 times e5m2); async_b: an
     n-major tf32 B (which wgmma cannot read) copied k-major into each stage by the producer
-    warpgroup's cp.async (``_async_loader``), from its address and pitch (no tensor map)."""
+    warpgroup's cp.async (``_async_loader``), from its address and pitch (no tensor map);
+    trans_c: the kernel's M x N product is C's transpose (C = B^T A^T's operands swapped, so that
+    an n-major tf32 B becomes an mn-major A, read through registers), stored from registers at
+    C + (n ldc + m)."""
     if split and (out_dtype != "float32" or tma_c or epi not in (PLAIN, BLOCK_SCALES) or not cfg.persistent):
         raise ValueError("a split-K kernel is persistent and writes plain fp32 planes from registers "
                          "(block-wise scales applied)")
@@ -783,6 +838,8 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
                     or not cfg.staged):
         raise ValueError("B by cp.async: an n-major tf32 B, in a kernel with a producer warpgroup and staged "
                          "stages, without clusters or batches")
+    if trans_c and (tma_c or batch):
+        raise ValueError("C's transpose is stored from registers, without batches")
     BM, BN, S, CONS, CL = cfg.bm, cfg.bn, cfg.stages, cfg.consumers, cfg.cluster
     BK = cfg.k_slice(layout.ITEMSIZE[dtype])
     PRODUCER, (REG_P, REG_C), WG_M = cfg.producer, cfg.regs, cfg.wg_m
@@ -794,10 +851,13 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
     init_ring = make_init_ring(S, CONS * 4 * CL, CL, async_b)     # empty: lane 0 of every consumer warp of the cluster
     consume = make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b)
     walk, walk_unit = make_scheduler(BM, BN, cfg.group_m, CL, split, batch)
-    producer = make_producer(walk_unit, make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, cfg.tma_bytes, CL, batch, async_b),
+    ITEM = layout.ITEMSIZE[dtype]
+    producer = make_producer(walk_unit, make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, cfg.tma_bytes, CL, batch, async_b,
+                                                        ITEM),
                              S, STAGE, BK, make_finish_stage(BN, A_BYTES) if async_b else None)
     b_source = _b_source(async_b)
-    store, drain = make_epilogue_part(MI, BN, out_dtype, vc, cfg.tma_store and tma_c, cfg.epi_boxes, epi, batch)
+    store, drain = make_epilogue_part(MI, BN, out_dtype, vc, cfg.tma_store and tma_c, cfg.epi_boxes, epi, batch,
+                                      trans_c)
     if cfg.promote:
         block = (BN, epi.slots().index("M")) if epi.scales == "block" else None
         PN = cfg.promote_n
@@ -805,11 +865,11 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
         lead = 1 if split else cfg.scale_lead        # (a split-K kernel spilled the second set)
         mainloop = make_promoted_mainloop(issue, S, STAGE, CL, NACC, BN // PN, block, lead)
     else:
-        mainloop = make_mainloop(consume, S, STAGE, CL)
+        mainloop = make_mainloop(consume, S, STAGE, CL, 4 if dtype == "tf32" and not A_KM else 1)
     consumer = make_consumer(walk_unit, mainloop, store, drain, NACC, WG_M,
-                             layout.ITEMSIZE[out_dtype])
-    one_tile = make_one_tile(make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, cfg.tma_bytes, 1), consume,
-                             make_epilogue_part(MI, BN, out_dtype, vc, False, cfg.epi_boxes, epi)[0],
+                             layout.ITEMSIZE[out_dtype], trans_c)
+    one_tile = make_one_tile(make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, cfg.tma_bytes, 1, ITEM=ITEM), consume,
+                             make_epilogue_part(MI, BN, out_dtype, vc, False, cfg.epi_boxes, epi, False, trans_c)[0],
                              BM, BN, BK, cfg.group_m, WG_M, NACC, S, STAGE)
 
     def wgmma_gemm(TMA_A, TMA_B, TMC, C, M, N, K, ldc, kper, batches, bmask, PB, LDB, ep):
@@ -886,6 +946,10 @@ TILE_EFFICIENCY = {(128, 256): 1.0, (128, 192): 0.95, (128, 128): 0.85, (64, 256
 ASYNC_B = True
 ASYNC_RATE = {(256, 128): 3.2e9, (64, 256): 5.5e9}
 ASYNC_WIN = 0.8
+# tf32 with A mn-major: A read through registers (``_slice_group_regs_a``), and an n-major B
+# with a k-major A swapped into that place (``_swaps``), instead of a transposing pass before the
+# kernel. False: the pass (A/B runs).
+REGS_A = True
 # Both operands' rows 16 mod 32 bytes apart: the product's full rounds (B multicast) at this share
 # of their speed with aligned rows, so the smaller operand may be copied first
 # (``_slow_rows_copy``; ``SLOW_ROWS_COPY``: None, the model's choice; False, never; "a" or "b",
@@ -1018,10 +1082,21 @@ def _kmajor(x, which: int):
     return x.cols, x.rows, *((x.ld, 1) if x.trans else (1, x.ld))
 
 
-def _needs_kmajor_copy(x, which: int) -> bool:
+def _needs_kmajor_copy(x, which: int, kdt: str) -> bool:
     """An 8-bit or 32-bit (tf32) operand is copied when it is not k-major (wgmma reads it no
-    other way) or TMA cannot read it."""
-    return x.trans != (which == 1) or bool(tma_requirements(x.ptr, x.ld, x.itemsize))
+    other way from shared memory; but a tf32 A is read through registers, ``_slice_group_regs_a``)
+    or TMA cannot read it."""
+    mn_ok = which == 0 and kdt == "tf32" and REGS_A
+    return (x.trans != (which == 1) and not mn_ok) or bool(tma_requirements(x.ptr, x.ld, x.itemsize))
+
+
+def _swaps(kdt: str, a, b) -> bool:
+    """Whether a tf32 product with A k-major and B n-major (both rows TMA can read) runs as
+    C^T = B^T A^T: B^T is then an mn-major A, read through registers, A^T a k-major B, and the
+    kernel stores C's transpose (``wgmma_kernel``'s ``trans_c``), where otherwise B would be
+    transposed by a pass before the kernel."""
+    return (kdt == "tf32" and REGS_A and not a.trans and not b.trans
+            and not any(tma_requirements(x.ptr, x.ld, x.itemsize) for x in (a, b)))
 
 
 def _gather_step(x, which: int, region: int, dev, total: int):
@@ -1133,32 +1208,36 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
         chosen = async_b and forced is None
         if chosen:
             async_b, cfg, splits = _b_by_producer(pool, m, n, keq, driver.sm_count(dev), split, c.itemsize)
+        mc, nc = m, n                          # C's shape (the kernel's is its transpose's if swapped)
+        swap = not async_b and _swaps(kdt, a, b)
+        if swap:                               # C^T = B^T A^T: B^T mn-major (registers), A^T k-major
+            a, b, m, n = b.transposed(), a.transposed(), n, m
         if kmajor:
-            copy = [_needs_kmajor_copy(x, i) and not (i and async_b) for i, x in enumerate((a, b))]
+            copy = [_needs_kmajor_copy(x, i, kdt) and not (i and async_b) for i, x in enumerate((a, b))]
         else:
             copy = [readable and bool(tma_requirements(x.ptr, x.ld, x.itemsize)) for x in (a, b)]
             if readable and forced is None and not any(copy):
                 copy = _slow_rows_copy(pool, a, b, m, n, keq, driver.sm_count(dev), split, c.itemsize)
-        if forced is None and (len(pool) > 1 or split) and not chosen:
+        if forced is None and (len(pool) > 1 or split) and (swap or not chosen):
             slow_b = not copy[1] and not tma_rows_fast(b.ptr, b.ld, b.itemsize)
             cfg, splits = pick_config(pool, m, n, keq, slow_b, driver.sm_count(dev), split, c.itemsize)
         tiles, kper, units = split_units(cfg, m, n, keq, splits)
         splits = units // tiles                # as many as there are K slices for, at most
-        ldw = fixup.plane_ld(n)
+        ldw = fixup.plane_ld(nc)
         shapes = [_kmajor(x, i)[:2] if kmajor else _lines(x) for i, x in enumerate((a, b))]   # (lines, width) copied
         sizes = [lines * repack.pitch(width, x.dtype) * x.itemsize if cp else 0
                  for x, cp, (lines, width) in zip((a, b), copy, shapes)]
-        (ra_off, rb_off, planes), total = workspace.carve(*sizes, splits * m * ldw * 4 if splits > 1 else 0)
+        (ra_off, rb_off, planes), total = workspace.carve(*sizes, splits * mc * ldw * 4 if splits > 1 else 0)
         steps, ops = [], [a, b]
         for i, region in ((0, ra_off), (1, rb_off)):
             if copy[i]:
                 st, ops[i] = (_gather_step if kmajor else _repack_step)(ops[i], i, region, dev, total)
                 steps.append(st)
-        ec = None if splits > 1 else output_map(cfg, c)
+        ec = None if splits > 1 or swap else output_map(cfg, c)
         part = BLOCK_SCALES if epi.scales == "block" else PLAIN      # a split's: the fix-up does the rest
         k = wgmma_kernel(cfg, kdt, "float32" if splits > 1 else c.dtype, ops[0].trans, ops[1].trans,
-                         splits > 1 or c.pairs_aligned, ec is not None, part if splits > 1 else epi, splits > 1,
-                         False, None if b.dtype == a.dtype else b.dtype, async_b)
+                         (splits > 1 or c.pairs_aligned) and not swap, ec is not None, part if splits > 1 else epi, splits > 1,
+                         False, None if b.dtype == a.dtype else b.dtype, async_b, swap)
         nep = 0 if part.plain else len(part.slots())
         fn = driver.load(k, dev)
         if resident is None:
@@ -1169,22 +1248,27 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
 
         ldb = b.ld if async_b else 0
 
+        if swap and any(copy):
+            raise AssertionError("a swapped product's operands are read as they lie")
+
         def args(ws, pa, pb, pc, *ep):
+            if swap:
+                pa, pb = pb, pa
             ma = encode(ws + ra_off if copy[0] else pa, *ea)
             mb = _NO_MAP if async_b else encode(ws + rb_off if copy[1] else pb, *eb)
             if splits > 1:                  # partial sums to the planes; the fix-up does the rest
                 return (ma, mb, _NO_MAP, ws + planes, m, n, kk, ldw, kper, 1, 0, pb, ldb, *(ep[:nep] if nep else (0,)))
             return (ma, mb, encode(pc, *ec) if ec else _NO_MAP, pc, m, n, kk, c.ld, kper, 1, 0, pb, ldb, *ep)
         label = (f"{cfg.bm}x{cfg.bn}" + (f" cluster {cfg.cluster}" if cfg.cluster > 1 else "")
-                 + (" cp.async b" if async_b else "")
+                 + (" cp.async b" if async_b else "") + (" swapped" if swap else "")
                  + (f" split-K {splits}" if splits > 1 else ""))
         steps.append(Step(k, work_plan(cfg, units, resident), cfg.threads,
                           args if total else lambda *v: args(0, *v), smem=cfg.smem_bytes, cluster=cfg.cluster,
                           fn=fn, workspace=total, label=label, dependent=bool(steps)))
         if splits > 1:
             fk = fixup.fixup_kernel(c.dtype, epi)
-            steps.append(Step(fk, fixup.grid(m, n), fixup.THREADS,
-                              lambda ws, pa, pb, pc, *ep: (ws + planes, pc, m, n, ldw, c.ld, splits, *ep),
+            steps.append(Step(fk, fixup.grid(mc, nc), fixup.THREADS,
+                              lambda ws, pa, pb, pc, *ep: (ws + planes, pc, mc, nc, ldw, c.ld, splits, *ep),
                               fn=driver.load(fk, dev), workspace=total, label="fixup", dependent=True))
         return steps
     return plan
@@ -1272,16 +1356,21 @@ def _kernels(cfgs, top: bool, fp8_cfgs=(), forced=False):
         return out
 
     def kernels32():
-        """tf32 (float32 arrays): float32 out, A k-major after the copy, B k-major after it or
-        n-major, copied by the producer (``ASYNC_B``)."""
+        """tf32 (float32 arrays): float32 out; A k-major (after the copy where TMA cannot read it)
+        or mn-major (read through registers, ``REGS_A``); B k-major after it or n-major, copied
+        by the producer (``ASYNC_B``); and the swapped products (C's transpose stored)."""
         out = repack.gather_kernels(4)
         bs = [(True, False)] + [(False, True)] * ASYNC_B          # (tb, async_b)
+        tas = (False, True) if REGS_A else (False,)
         for tb, ab in bs:
             pool = [c for c in (cfgs[:1] if forced else ASYNC_CONFIGS) if c.staged] if ab else cfgs
-            out += [wgmma_kernel(cfg, "tf32", "float32", False, tb, vc, tc, PLAIN, False, False, None, ab)
-                    for cfg in pool for vc, tc in stores(cfg)]
-            out += [wgmma_kernel(cfg, "tf32", "float32", False, tb, True, False, PLAIN, True, False, None, ab)
-                    for cfg in pool if cfg.persistent]
+            out += [wgmma_kernel(cfg, "tf32", "float32", ta, tb, vc, tc, PLAIN, False, False, None, ab)
+                    for cfg in pool for vc, tc in stores(cfg) for ta in tas]
+            out += [wgmma_kernel(cfg, "tf32", "float32", ta, tb, True, False, PLAIN, True, False, None, ab)
+                    for cfg in pool if cfg.persistent for ta in tas]
+        if REGS_A:
+            out += [wgmma_kernel(cfg, "tf32", "float32", True, True, False, False, PLAIN, sp, False, None, False, True)
+                    for cfg in cfgs for sp in (False, True) if cfg.persistent or not sp]
         return out + [fixup.fixup_kernel("float32")]
     return kernels
 

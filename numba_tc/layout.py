@@ -24,7 +24,7 @@ from numba.extending import register_jitable
 
 __all__ = ["elems_per_reg", "elems_per_chunk", "mma_shape", "a_fragment", "b_fragment", "c_fragment",
            "ldsm_a", "ldsm_b", "ldsm_phase_banks", "swizzle", "chunk_offset", "bank", "CHUNK", "BANKS",
-           "wgmma_desc", "wgmma_operand_offset", "wgmma_d_fragment", "SW128", "ROW_BYTES", "ATOM_BYTES",
+           "wgmma_desc", "wgmma_operand_offset", "mn_major_offset", "wgmma_d_fragment", "SW128", "ROW_BYTES", "ATOM_BYTES",
            "BOX_BYTES", "SWIZZLE_ALIGN", "OUT_BOX_BYTES", "ITEMSIZE", "FP8", "compute_dtype", "align_up"]
 
 CHUNK = 16      # bytes moved by one cp.async / one ldmatrix row
@@ -181,6 +181,17 @@ def wgmma_operand_offset(kmajor, mn, ks):
     if kmajor:
         return mn * ROW_BYTES + ks * 32
     return (mn >> 6) * BOX_BYTES + ks * 16 * ROW_BYTES
+
+
+@register_jitable
+def mn_major_offset(mn, k, itemsize):
+    """Byte offset of element (mn, k) in a stored mn-major tile as TMA writes it (boxes of one
+    K slice's rows, ``ROW_BYTES // itemsize`` mn each, 128B-swizzled, box after box along mn): for
+    16-bit types the boxes of ``BOX_BYTES`` above; for tf32, 32 x 32, which wgmma cannot read
+    mn-major, so each warp loads its A fragment from them (``hopper.make_slice_group``)."""
+    per_row = ROW_BYTES // itemsize
+    byte = (mn & (per_row - 1)) * itemsize
+    return (mn // per_row) * per_row * ROW_BYTES + chunk_offset(k, byte >> 4, 8, True) + (byte & 15)
 
 
 @register_jitable

@@ -99,6 +99,8 @@ HOPPER_SIGNATURES = {
     **{f"wgmma_m64n{n}k16": _I32(_P(_F32), _I32, _I64, _I64, _I32, _I32, _I32, _I32) for n in (64, 128, 192, 256)},
     **{f"wgmma_m64n{n}k32_f8": _I32(_P(_F32), _I32, _I64, _I64, _I32, _I32) for n in (64, 128, 192, 256)},
     **{f"wgmma_m64n{n}k8_tf32": _I32(_P(_F32), _I32, _I64, _I64, _I32) for n in (64, 128, 192, 256)},
+    **{f"wgmma_m64n{n}k8_tf32_rs": _I32(_P(_F32), _I32, _U32, _U32, _U32, _U32, _I64, _I32)
+       for n in (64, 128, 192, 256)},
     "setmaxnreg_inc": _I32(_I32),
     "setmaxnreg_dec": _I32(_I32),
 }

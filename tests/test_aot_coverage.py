@@ -30,7 +30,9 @@ SHAPES = [(1, 4096, 4096), (1, 8192, 8192), (8, 4096, 11008), (1, 1024, 65536), 
           (7, 9, 11), (128, 128, 128), (128, 128, 8192), (96, 5120, 5120),
           (256, 256, 131072), (1000, 1000, 32768), (1536, 1536, 1536), (4095, 4097, 4099),
           (4096, 4096, 4096), (128 * 66, 256, 1024), (8192, 8192, 8192), (65536, 256, 4096),
-          (16, 32768, 256), (256, 4096, 65536)]      # (tf32: B copied by the producer, whole and split)
+          (16, 32768, 256), (256, 4096, 65536),      # (tf32: B copied by the producer, whole and split)
+          (4096, 32, 4096), (4096, 32, 65536), (2048, 192, 8192), (32, 4096, 65536), (4096, 64, 4096),
+          (1536, 1536, 16384), (65536, 32, 512)]      # (tf32: B^T A^T swapped, or A mn-major, whole and split)
 # Each operand as (pad of the leading dimension, offset of the base in elements[, in bytes]):
 # contiguous, rows made odd, the base one element off; rows also 16 mod 32 bytes apart (TMA
 # reads them slowly: hopper multicasts B, and where both are so may copy one first); C's base
@@ -149,12 +151,12 @@ def test_the_launches_after_the_first_of_a_plan_are_dependents(fake_driver):
     first) and a plan of one launch, as usual (after all the stream's work)."""
     from numba_tc import api
     v = api.get_variant("hopper")
-    cases = [((2048, 2048, 2048, 0), "float32", ["transpose b", "128x"]),        # tf32: B copied k-major
-             ((64, 256, 65536, 0), "bfloat16", ["split-K", "fixup"]),
-             ((4095, 4097, 4099, 1), "bfloat16", ["repack a", "repack b", "128x"]),   # rows TMA cannot read
-             ((4096, 4096, 4096, 0), "bfloat16", ["128x"])]
-    for (m, n, k, pad), dt, labels in cases:
-        a = Matrix(None, m, k, k + pad, False, dt, 1 << 32)
+    cases = [((2048, 2048, 2048, 0, True), "float32", ["transpose b", "128x"]),    # tf32: B copied k-major (A
+             ((64, 256, 65536, 0, False), "bfloat16", ["split-K", "fixup"]),         # mn-major: both would be
+             ((4095, 4097, 4099, 1, False), "bfloat16", ["repack a", "repack b", "128x"]),   # swapped) ; rows TMA
+             ((4096, 4096, 4096, 0, False), "bfloat16", ["128x"])]                  # cannot read
+    for (m, n, k, pad, ta), dt, labels in cases:
+        a = Matrix(None, m, k, (m if ta else k) + pad, ta, dt, 1 << 32)
         b = Matrix(None, k, n, n + pad, False, dt, 2 << 32)
         steps = v.plan(a, b, Matrix(None, m, n, n, False, "float32", 3 << 32), 0)
         assert len(steps) == len(labels) and all(w in st.label for st, w in zip(steps, labels)), \

@@ -187,7 +187,8 @@ extern "C" __device__ int wgmma_wait(int* ret, int n) {
         case 0: asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); break;
         case 1: asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory"); break;
         case 2: asm volatile("wgmma.wait_group.sync.aligned 2;" ::: "memory"); break;
-        default: asm volatile("wgmma.wait_group.sync.aligned 3;" ::: "memory"); break;
+        case 3: asm volatile("wgmma.wait_group.sync.aligned 3;" ::: "memory"); break;
+        default: asm volatile("wgmma.wait_group.sync.aligned 4;" ::: "memory"); break;
     }
     return 0;
 }
@@ -314,6 +315,26 @@ extern "C" __device__ int wgmma_m64n##N##k8_tf32(int* ret, float* d, int o, u64 
 }
 WGMMA_SHAPES(WGMMA_TF32)
 #undef WGMMA_TF32
+
+// tf32 with A from registers (PTX ISA 9.7.15.5, "Register fragments and shared memory matrix
+// layouts", A of .tf32: a warp's 16 rows as mma.m16n8k8's A fragment, four .b32 registers a0..a3):
+// A may then lie mn-major in shared memory, since the warp loads it there itself; B is K-major
+// from its descriptor. The registers hold tf32 values already (TMA's TFLOAT32 loads round).
+#define WGMMA_TF32_RS(N, A0, A1, A2, A3, NB, NS)                                                 \
+extern "C" __device__ int wgmma_m64n##N##k8_tf32_rs(int* ret, float* d, int o, u32 a0, u32 a1,  \
+                                                    u32 a2, u32 a3, u64 db, int scale_d) {      \
+    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %" NS ", 0;\n"                              \
+                 " wgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32 " D##N ","              \
+                 " {%" A0 ", %" A1 ", %" A2 ", %" A3 "}, %" NB ", p, 1, 1;\n}"                      \
+                 : ACC##N(d, o) : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(db), "r"(scale_d));  \
+    return 0;                                                                                  \
+}
+// the asm operand numbers after the N/2 accumulators: a0..a3, B's descriptor, scale-d
+WGMMA_TF32_RS(64, "32", "33", "34", "35", "36", "37")
+WGMMA_TF32_RS(128, "64", "65", "66", "67", "68", "69")
+WGMMA_TF32_RS(192, "96", "97", "98", "99", "100", "101")
+WGMMA_TF32_RS(256, "128", "129", "130", "131", "132", "133")
+#undef WGMMA_TF32_RS
 #undef WGMMA_ASM
 #undef WGMMA_SHAPES
 
