@@ -948,8 +948,12 @@ ASYNC_RATE = {(256, 128): 3.2e9, (64, 256): 5.5e9}
 ASYNC_WIN = 0.8
 # tf32 with A mn-major: A read through registers (``_slice_group_regs_a``), and an n-major B
 # with a k-major A swapped into that place (``_swaps``), instead of a transposing pass before the
-# kernel. False: the pass (A/B runs).
+# kernel (4096^3 NN: 0.997x cuBLAS TF32 against the pass's 0.897; results/ab_regs_a_h100.log).
+# False: the pass (A/B runs). The producer's copy of B stays the choice for at most ASYNC_ROWS
+# rows of A (its 64x256 tile copies B once): there it measured faster than the swapped product,
+# past them slower (results/ab_async_vs_swap_h100.log).
 REGS_A = True
+ASYNC_ROWS = 64
 # Both operands' rows 16 mod 32 bytes apart: the product's full rounds (B multicast) at this share
 # of their speed with aligned rows, so the smaller operand may be copied first
 # (``_slow_rows_copy``; ``SLOW_ROWS_COPY``: None, the model's choice; False, never; "a" or "b",
@@ -1205,6 +1209,8 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
         cfg, splits = pool[0], forced or 1
         async_b = (ASYNC_B and kdt == "tf32" and not b.trans and repack.vector_ok(b.ptr, b.ld, 4)
                    and (forced is None or cfg.staged))          # B n-major: the producer may copy it
+        if async_b and forced is None and m > ASYNC_ROWS and _swaps(kdt, a, b):
+            async_b = False                                       # (swapped instead)
         chosen = async_b and forced is None
         if chosen:
             async_b, cfg, splits = _b_by_producer(pool, m, n, keq, driver.sm_count(dev), split, c.itemsize)
