@@ -16,14 +16,25 @@ sys.path.insert(0, ROOT)
 SHAPES = ["512x1024x1024x128", "64x2048x2048x128", "512x1024x128x1024", "8x2048x4096x4096"]
 
 
-def candidates(tiles=()):
-    """The top rung's non-cluster tiles (and ``tiles``, "BMxBN" made from its 128x128 one), each
-    with its own output ring and one twice as deep."""
+def candidates(tiles=(), configs=()):
+    """The top rung's non-cluster tiles (and ``tiles``, "BMxBN" made from its 128x128 one, and
+    ``configs``, "key=value, ..." of ``hopper.RUNG7.replace``), each with its own output ring and
+    one twice as deep."""
     from numba_tc import hopper
     cfgs = [cfg for cfg in hopper.RUNG7_CONFIGS if cfg.cluster == 1]
     base = next(cfg for cfg in cfgs if (cfg.bm, cfg.bn) == (128, 128))
     cfgs += [base.replace(bm=int(t.split("x")[0]), bn=int(t.split("x")[1])) for t in tiles]
+    cfgs += [hopper.RUNG7.replace(**eval(f"dict({spec})")) for spec in configs]
     return [c for cfg in cfgs for c in (cfg, cfg.replace(epi_boxes=2 * cfg.epi_boxes))]
+
+
+def hopper_cfg(plan):
+    """The configuration an ``explain`` line of a batched ``hopper`` plan names (its tile; the
+    short-K ring where it is 128x128)."""
+    from numba_tc import hopper
+    bm, bn = (int(x) for x in plan.split(": ")[1].split()[0].split("x"))
+    cfg = next(c for c in hopper.RUNG7_CONFIGS if (c.bm, c.bn) == (bm, bn) and c.cluster == 1)
+    return cfg.replace(epi_boxes=2 * cfg.epi_boxes) if (bm, bn) == hopper.SHORT_K_TILE else cfg
 
 
 def main(argv=None):
@@ -31,6 +42,9 @@ def main(argv=None):
     p.add_argument("--shapes", nargs="+", default=SHAPES)
     p.add_argument("--budget", type=float, default=0.2)
     p.add_argument("--tiles", nargs="*", default=[], help="more tiles, BMxBN (from the 128x128 configuration)")
+    p.add_argument("--configs", nargs="*", default=[],
+                   help='more configurations, "key=value, ..." of hopper.RUNG7.replace (e.g. min_blocks=2)')
+    p.add_argument("--only-configs", action="store_true", help="time only --configs (and auto's choice)")
     p.add_argument("--json")
     args = p.parse_args(argv)
     import torch
@@ -45,8 +59,13 @@ def main(argv=None):
         out, ref_out = (torch.empty(nb, m, n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
         ref = torch.bmm(a.double(), b.double())
         chosen = numba_tc.explain(a, b, out=out)
-        for cfg in candidates(args.tiles):
-            v = numba_tc.variant_from(cfg, f"tb_{cfg.bm}x{cfg.bn}e{cfg.epi_boxes}", splits=1)
+        cands = candidates(args.tiles, args.configs)
+        if args.only_configs:
+            cands = [None] + cands[-2 * len(args.configs):]       # (None: auto)
+        for i, cfg in enumerate(cands):
+            v = "auto" if cfg is None else numba_tc.variant_from(
+                cfg, f"tb_{cfg.bm}x{cfg.bn}e{cfg.epi_boxes}b{cfg.min_blocks}_{i}", splits=1)
+            cfg = cfg or hopper_cfg(chosen)
             path = numba_tc.explain(a, b, v, out=out)
             numba_tc.gemm(a, b, v, out=out)
             err = float(torch.linalg.norm(out.double() - ref) / torch.linalg.norm(ref))
@@ -56,7 +75,9 @@ def main(argv=None):
                  "stages": cfg.stages, "path": path, "chosen": chosen, "ms": ms, "bmm_ms": rms, "ratio": rms / ms,
                  "rel_err": err, "commit": bench.commit_id()}
             rows.append(r)
-            print(f"{s} {r['tile']} boxes {cfg.epi_boxes} stages {cfg.stages}: ratio {r['ratio']:.3f} "
+            r["min_blocks"] = cfg.min_blocks
+            print(f"{s} {r['tile']} boxes {cfg.epi_boxes} stages {cfg.stages} blocks/SM {cfg.min_blocks}: "
+                  f"ratio {r['ratio']:.3f} "
                   f"err {err:.1e} ({path}; auto: {chosen})", flush=True)
     if args.json:
         with open(args.json, "w") as f:
