@@ -29,12 +29,13 @@ def candidates(tiles=(), configs=()):
 
 
 def hopper_cfg(plan):
-    """The configuration an ``explain`` line of a batched ``hopper`` plan names (its tile; the
-    short-K ring where it is 128x128)."""
+    """The configuration an ``explain`` line of a batched ``hopper`` plan names (by its tile;
+    64x128 is the short-K one, ``hopper.SHORT_K``)."""
     from numba_tc import hopper
     bm, bn = (int(x) for x in plan.split(": ")[1].split()[0].split("x"))
-    cfg = next(c for c in hopper.RUNG7_CONFIGS if (c.bm, c.bn) == (bm, bn) and c.cluster == 1)
-    return cfg.replace(epi_boxes=2 * cfg.epi_boxes) if (bm, bn) == hopper.SHORT_K_TILE else cfg
+    if (bm, bn) == (hopper.SHORT_K.bm, hopper.SHORT_K.bn):
+        return hopper.SHORT_K
+    return next(c for c in hopper.RUNG7_CONFIGS if (c.bm, c.bn) == (bm, bn) and c.cluster == 1)
 
 
 def main(argv=None):

@@ -1280,10 +1280,6 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
     return plan
 
 
-# A batched product of one or two K slices per tile (attention's Q K^T) is bound by storing C:
-# there 128x128 tiles with every output box of a consumer in flight at once (4, not 2) measured
-# steadiest (benchmarks/NOTES.md, sessions 13-14); other batched shapes follow the cost model.
-SHORT_K_TILE = (128, 128)
 
 
 def _batched_steps(cfgs, a, b, c, dev, epi, batch, resident):
@@ -1298,9 +1294,8 @@ def _batched_steps(cfgs, a, b, c, dev, epi, batch, resident):
     if not pool or any(tma_requirements(x.ptr, x.ld, x.itemsize) or (z * x.itemsize) % 16 for x, z in strides):
         return None
     m, n, kk = c.rows, c.cols, a.cols
-    small = [cfg for cfg in pool if (cfg.bm, cfg.bn) == SHORT_K_TILE]
-    if cdiv(kk, pool[0].bk) <= 2 and small:
-        cfg = small[0].replace(epi_boxes=2 * small[0].epi_boxes)
+    if cdiv(kk, pool[0].bk) <= 2 and len(pool) > 1:     # (the top rung's pool; a fixed tile keeps its own)
+        cfg = SHORT_K
     else:
         cfg, _ = pick_config(pool, m * batch.count, n, kk, False, driver.sm_count(dev), False, c.itemsize)
     ec = output_map(cfg, c)
@@ -1400,6 +1395,13 @@ RUNG7 = RUNG5.replace(tma_store=True)
 RUNG7_CONFIGS = tuple(RUNG7.replace(**kw) for kw in (
     {}, dict(bn=192), dict(bn=128, max_stages=6), dict(bm=64, consumers=1), dict(cluster=2),
     dict(bn=128, max_stages=6, cluster=2), dict(bm=64, bn=128, consumers=1, max_stages=8)))
+
+# A batched product of one or two K slices per tile (attention's Q K^T) is bound by storing C:
+# there 64x128 tiles two blocks an SM (one's epilogue beside the other's loads and math) measured
+# fastest: 1.021 / 0.932x torch.bmm (512 x 1024x1024x128 / 64 x 2048x2048x128) against 1.011 /
+# 0.905 for 128x128 tiles with 4 output boxes, the choice before (benchmarks/NOTES.md, sessions
+# 13-14, 25; results/tune_batched_2blocks_h100.log); other batched shapes follow the cost model.
+SHORT_K = RUNG7.replace(bm=64, bn=128, consumers=1, min_blocks=2, regs=(40, 216), max_stages=4)
 
 # fp8 inputs: tiles whose accumulators are promoted (each K slice summed apart, then added to fp32
 # registers, as cuBLAS's default and DeepGEMM do), 128x192, 128x256 or 128x128 as the cost model
