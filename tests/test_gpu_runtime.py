@@ -138,6 +138,8 @@ def test_graph_capture_of_plans_of_dependent_launches(m, n, k, dtype, what):
     # captured on a side stream (torch's graph), replayed on new values, against float64
     dt, pad = getattr(torch, dtype), int("repack" in what)                # (odd pitches: rows TMA cannot read)
     a = torch.randn(m, k + pad, device="cuda", dtype=dt)[:, :k]
+    if what == "transpose b":               # (tf32 with A row-major: swapped instead, one launch)
+        a = torch.randn(k, m, device="cuda", dtype=dt).t()
     b = torch.randn(k, n + pad, device="cuda", dtype=dt)[:, :n]
     tf32 = dtype == "float32"
     assert what in numba_tc.explain(a, b, allow_tf32=tf32)
