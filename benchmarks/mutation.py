@@ -290,7 +290,7 @@ def merge(path: str, records: List[dict]) -> List[dict]:
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tier", nargs="+", choices=TIERS, default=["cpu", "sim", "sass"])
-    p.add_argument("--only", help="run the mutants whose name contains this")
+    p.add_argument("--only", nargs="+", help="run the mutants whose name contains one of these")
     p.add_argument("--out", default=RESULTS, help="the JSON to merge the records into")
     p.add_argument("--merge", metavar="JSON", help="merge a JSON of records (from another machine) into --out")
     p.add_argument("--list", action="store_true")
@@ -306,7 +306,7 @@ def main(argv=None):
         rows = merge(a.out, json.load(open(a.merge)))
         print(f"{len(rows)} records in {a.out}; {sum(r['caught'] for r in rows)} caught")
         return 0
-    todo = [m for m in MUTANTS if m.tier in a.tier and (a.only is None or a.only in m.name)]
+    todo = [m for m in MUTANTS if m.tier in a.tier and (a.only is None or any(o in m.name for o in a.only))]
     for m in todo:              # every snippet still in the source, before any run starts
         apply(open(os.path.join(ROOT, m.file)).read(), m)
     log = lambda s: print(s, flush=True)        # noqa: E731
