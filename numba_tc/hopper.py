@@ -44,9 +44,13 @@ TMA needs 16-byte aligned rows (``tensormap.tma_requirements``): rungs 1-6 refus
 with the reason; ``hopper`` copies them (``repack``).
 
 fp8 and tf32 (``hopper`` only): a K slice is still one 128-byte row (128 fp8 or 32 fp32 elements),
-read by wgmma's k32 fp8 or k8 tf32 instructions, which take k-major operands only: the others are
-copied k-major first (``repack.gather_kernel``), or, for a tf32 B of few rows' products, into each
-stage by the producer warpgroup's cp.async (``_async_loader``, ``_b_by_producer``). fp32 operands
+read by wgmma's k32 fp8 or k8 tf32 instructions, which take k-major operands only from shared
+memory. A tf32 A that is mn-major is read through registers instead (wgmma's A may come from
+registers, which each warp loads from the stage: ``_slice_group_regs_a``), so an n-major tf32 B
+with a k-major A runs as C^T = B^T A^T (``_swaps``; the kernel stores C's transpose). Other
+operands wgmma cannot read are copied k-major first (``repack.gather_kernel``), or, for a tf32 B of
+few rows' products, into each stage by the producer warpgroup's cp.async (``_async_loader``,
+``_b_by_producer``). fp32 operands
 are loaded by TMA as TFLOAT32, which rounds them to tf32 (to nearest even; the producer's copy
 rounds them so too). fp8 wgmma adds in fewer bits than fp32, so its
 tiles promote: each slice's sum in accumulators of its own, added to fp32 ones
@@ -1454,8 +1458,9 @@ RUNGS = [
              "the tile (128x256, 128x192, 128x128 or 64x256), B multicast where its rows are not 32-byte aligned, "
              "split-K where tiles are too few (partial sums added in a fixed order, then the epilogue), "
              "and a copy to a readable pitch for operands TMA cannot read; fp8 inputs (e4m3, e5m2) on the "
-             "fp8 wgmma with promoted accumulators and their scales, float32 ones as tf32 (allow_tf32), fp8 and "
-             "tf32 operands copied k-major where they are not", top=True, fp8_cfgs=FP8_CONFIGS),
+             "fp8 wgmma with promoted accumulators and their scales, float32 ones as tf32 (allow_tf32; A read "
+             "through registers in any layout, an n-major B swapped into its place), fp8 and other tf32 "
+             "operands copied k-major where they are not", top=True, fp8_cfgs=FP8_CONFIGS),
 ]
 
 
