@@ -365,7 +365,7 @@ def make_slice_group(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b=None, OFF=0):
     fp8 and tf32 operands are k-major only. ``OFF``: the sum goes to accumulators from OFF on,
     starting from zero (a promoted mainloop's), else it adds to those from 0."""
     fp8, tf32 = dtype in layout.FP8, dtype == "tf32"
-    if tf32 and not A_KM and B_KM and not OFF:
+    if _regs_a(dtype, A_KM, B_KM) and not OFF:
         return _slice_group_regs_a(MI, BN, A_BYTES)
     if dtype in KMAJOR_ONLY and not (A_KM and B_KM):
         raise ValueError(f"wgmma reads {dtype} operands k-major only (A row-major, B column-major; "
@@ -394,6 +394,12 @@ def make_slice_group(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b=None, OFF=0):
         wgmma_all(4 * MI, pacc, stage, a_row0, n0)
         wgmma_commit()
     return issue
+
+
+def _regs_a(dtype, A_KM, B_KM) -> bool:
+    """Whether a slice's wgmmas take A from registers (``_slice_group_regs_a``): a tf32 A that is
+    mn-major, with B k-major."""
+    return dtype == "tf32" and not A_KM and B_KM
 
 
 @lru_cache(maxsize=None)
@@ -869,7 +875,7 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
         lead = 1 if split else cfg.scale_lead        # (a split-K kernel spilled the second set)
         mainloop = make_promoted_mainloop(issue, S, STAGE, CL, NACC, BN // PN, block, lead)
     else:
-        mainloop = make_mainloop(consume, S, STAGE, CL, 4 if dtype == "tf32" and not A_KM else 1)
+        mainloop = make_mainloop(consume, S, STAGE, CL, 4 if _regs_a(dtype, A_KM, B_KM) else 1)
     consumer = make_consumer(walk_unit, mainloop, store, drain, NACC, WG_M,
                              layout.ITEMSIZE[out_dtype], trans_c)
     one_tile = make_one_tile(make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, cfg.tma_bytes, 1, ITEM=ITEM), consume,

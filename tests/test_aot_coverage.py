@@ -151,10 +151,12 @@ def test_the_launches_after_the_first_of_a_plan_are_dependents(fake_driver):
     first) and a plan of one launch, as usual (after all the stream's work)."""
     from numba_tc import api
     v = api.get_variant("hopper")
-    cases = [((2048, 2048, 2048, 0, True), "float32", ["transpose b", "128x"]),    # tf32: B copied k-major (A
-             ((64, 256, 65536, 0, False), "bfloat16", ["split-K", "fixup"]),         # mn-major: both would be
-             ((4095, 4097, 4099, 1, False), "bfloat16", ["repack a", "repack b", "128x"]),   # swapped) ; rows TMA
-             ((4096, 4096, 4096, 0, False), "bfloat16", ["128x"])]                  # cannot read
+    # tf32 with A column-major: B copied k-major (with A row-major the product is swapped: one
+    # launch); then split-K; rows TMA cannot read; one launch
+    cases = [((2048, 2048, 2048, 0, True), "float32", ["transpose b", "128x"]),
+             ((64, 256, 65536, 0, False), "bfloat16", ["split-K", "fixup"]),
+             ((4095, 4097, 4099, 1, False), "bfloat16", ["repack a", "repack b", "128x"]),
+             ((4096, 4096, 4096, 0, False), "bfloat16", ["128x"])]
     for (m, n, k, pad, ta), dt, labels in cases:
         a = Matrix(None, m, k, (m if ta else k) + pad, ta, dt, 1 << 32)
         b = Matrix(None, k, n, n + pad, False, dt, 2 << 32)

@@ -148,6 +148,27 @@ def test_tf32_kernels(cfg):
         hopper.wgmma_kernel(cfg, "tf32", "float32", False, False, True, True)
 
 
+@pytest.mark.parametrize("cfg", [hopper.RUNG7, hopper.RUNG7.replace(bm=64, consumers=1),
+                                 hopper.ASYNC_CONFIGS[0].replace(staged=False, regs=(40, 232))],
+                         ids=lambda c: f"{c.bm}x{c.bn}")
+def test_tf32_a_read_through_registers(cfg):
+    # an mn-major tf32 A (and a swapped NN product's B^T): each warp loads its fragments from
+    # the stage (one LDS per register), then the HGMMA takes A from registers (R, not a
+    # descriptor); each k8 step its own group, the group 4 back waited for before its loads
+    # (DEPBAR.LE 3); the swapped kernel stores C's transpose one element at a time from registers
+    for trans_c in (False, True):
+        k = hopper.wgmma_kernel(cfg, "tf32", "float32", True, True, False, False, PLAIN, False, False, None, False,
+                                trans_c)
+        c = compile_cubin(k, cc=(9, 0, "a"))
+        assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
+        mi = cfg.wg_m // 64
+        hgmma = [l for l in c.sass.splitlines() if "HGMMA" in l]
+        assert len(hgmma) == 4 * mi and all(f"HGMMA.64x{cfg.bn}x8.F32.TF32" in l for l in hgmma)
+        assert all(" R" in l.split("TF32")[1].split(",")[1] for l in hgmma), hgmma       # A: a register
+        assert "WARPGROUP.DEPBAR.LE gsb0, 0x3" in c.sass and c.count("LDS") >= 16 * mi
+        assert c.count("UTMASTG") == 0 and c.count("STG") >= 2
+
+
 @pytest.mark.parametrize("cfg", hopper.ASYNC_CONFIGS, ids=lambda c: f"{c.bm}x{c.bn}")
 def test_tf32_n_major_b_copied_by_the_producer(cfg):
     # an n-major B (which the tf32 wgmma cannot read): the producer warpgroup copies each slice
