@@ -1217,10 +1217,9 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
         keq = cdiv(kk * a.itemsize, 2)
         kmajor = kdt in KMAJOR_ONLY
         cfg, splits = pool[0], forced or 1
-        async_b = (ASYNC_B and kdt == "tf32" and not b.trans and repack.vector_ok(b.ptr, b.ld, 4)
-                   and (forced is None or cfg.staged))          # B n-major: the producer may copy it
-        if async_b and forced is None and m > ASYNC_ROWS and _swaps(kdt, a, b):
-            async_b = False                                       # (swapped instead)
+        async_b = (ASYNC_B and kdt == "tf32" and not b.trans and repack.vector_ok(b.ptr, b.ld, 4)   # B n-major:
+                   and (forced is None or cfg.staged)                    # the producer may copy it, or
+                   and not (forced is None and m > ASYNC_ROWS and _swaps(kdt, a, b)))   # the product swap
         chosen = async_b and forced is None
         if chosen:
             async_b, cfg, splits = _b_by_producer(pool, m, n, keq, driver.sm_count(dev), split, c.itemsize)
@@ -1264,12 +1263,8 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
 
         ldb = b.ld if async_b else 0
 
-        if swap and any(copy):
-            raise AssertionError("a swapped product's operands are read as they lie")
-
         def args(ws, pa, pb, pc, *ep):
-            if swap:
-                pa, pb = pb, pa
+            pa, pb = (pb, pa) if swap else (pa, pb)        # (a swapped product copies neither: ``_swaps``)
             ma = encode(ws + ra_off if copy[0] else pa, *ea)
             mb = _NO_MAP if async_b else encode(ws + rb_off if copy[1] else pb, *eb)
             if splits > 1:                  # partial sums to the planes; the fix-up does the rest
