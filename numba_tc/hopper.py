@@ -1218,8 +1218,8 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
         kmajor = kdt in KMAJOR_ONLY
         cfg, splits = pool[0], forced or 1
         async_b = (ASYNC_B and kdt == "tf32" and not b.trans and repack.vector_ok(b.ptr, b.ld, 4)   # B n-major:
-                   and (forced is None or cfg.staged)                    # the producer may copy it, or
-                   and not (forced is None and m > ASYNC_ROWS and _swaps(kdt, a, b)))   # the product swap
+                   and (forced is None or cfg.staged)                    # the producer may copy it, unless
+                   and not (forced is None and m > ASYNC_ROWS and _swaps(kdt, a, b)))   # A is swapped in
         chosen = async_b and forced is None
         if chosen:
             async_b, cfg, splits = _b_by_producer(pool, m, n, keq, driver.sm_count(dev), split, c.itemsize)
