@@ -371,8 +371,9 @@ class WgmmaConfig:
         _need(not self.persistent or self.producer, "the persistent rung builds on the producer warpgroup")
         _need(self.cluster in (1, 2), f"cluster={self.cluster}: 1 or 2 blocks")
         _need(self.cluster == 1 or self.producer, "clusters build on the producer warpgroup")
-        _need(self.cluster == 1 or (self.bn // self.cluster) % 64 == 0,
-              f"bn={self.bn} over a {self.cluster}-CTA cluster: each CTA's share of B must be whole 64-column boxes")
+        _need(self.cluster == 1 or (self.bn // self.cluster) % 8 == 0,
+              f"bn={self.bn} over a {self.cluster}-CTA cluster: each CTA's share of a k-major B must be whole "
+              "8-row swizzle atoms")
         _need(not self.tma_store or self.producer, "the TMA-store epilogue builds on the producer warpgroup")
         _need(self.epi_boxes in (1, 2, 4, 8), f"epi_boxes={self.epi_boxes}: 1, 2, 4 or 8 output boxes")
         _need(self.min_blocks >= 1 and self.min_blocks * self.threads <= 2048,

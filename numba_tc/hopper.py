@@ -231,20 +231,27 @@ def _box_loader(MASK, BATCH):
 
 
 @lru_cache(maxsize=None)
-def _loader(KMAJOR, ROWS, MASK, BATCH=False, ITEM=2):
-    """``load(tmap, dst, mn0, k0, bar, z)``: TMA the K slice at k0 of rows/columns mn0..mn0+ROWS
-    of an operand of ``ITEM``-byte elements (of its matrix z, with BATCH) into ``dst``; with a
-    cluster ``MASK``, into the same place of every CTA in the mask (multicast)."""
+def _loader(KMAJOR, ROWS, MASK, BATCH=False, ITEM=2, CL=1):
+    """``load(tmap, dst, mn0, k0, bar, z, rank)``: TMA the K slice at k0 of rows/columns
+    mn0..mn0+ROWS of an operand of ``ITEM``-byte elements (of its matrix z, with BATCH) into
+    ``dst``. In a cluster of CL CTAs (``MASK``), the CTA of ``rank`` loads its share and
+    multicasts it into the same place of every CTA in the mask: of a k-major operand, rows
+    rank * ROWS / CL onward (one box); of an mn-major one, boxes rank, rank + CL, ... (whole
+    128-byte boxes: a 192-wide tile splits 2 + 1)."""
     box = _box_loader(MASK, BATCH)
     PER = layout.ROW_BYTES // ITEM                     # mn of an mn-major box (``layout.mn_major_offset``)
+    PART, NBOX = ROWS // CL, ROWS // PER
+    TURNS = cdiv(NBOX, CL)
 
     @device
-    def load(tmap, dst, mn0, k0, bar, z):
-        if KMAJOR:                                     # one box of [ROWS][one K slice]
-            box(tmap, dst, k0, mn0, z, bar)
-        else:                                          # ROWS / PER boxes of [one K slice][PER mn]
-            for j in range(ROWS // PER):
-                box(tmap, dst + j * PER * layout.ROW_BYTES, mn0 + PER * j, k0, z, bar)
+    def load(tmap, dst, mn0, k0, bar, z, rank):
+        if KMAJOR:                                     # one box of [ROWS / CL][one K slice]
+            box(tmap, dst + rank * PART * layout.ROW_BYTES, k0, mn0 + rank * PART, z, bar)
+        else:                                          # boxes of [one K slice][PER mn]
+            for i in range(TURNS):
+                j = rank + CL * i
+                if j < NBOX:
+                    box(tmap, dst + j * PER * layout.ROW_BYTES, mn0 + PER * j, k0, z, bar)
     return load
 
 
@@ -328,9 +335,8 @@ def make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, LOADED, CL, BATCH=False, ASYNC_
     too. With ASYNC_B every producer thread runs it: thread 0 loads A by TMA, and each copies its
     share of B by cp.async (``tmb``: ``_async_loader``'s source; its ``finish`` arrives on
     ``full``, a slice later: ``make_producer``). ``ITEM``: bytes of an input element."""
-    PART = BN // CL
     load_a = _loader(A_KM, BM, 0, BATCH, ITEM)
-    load_b = _loader(B_KM, PART, (1 << CL) - 1 if CL > 1 else 0, BATCH, ITEM)
+    load_b = _loader(B_KM, BN, (1 << CL) - 1 if CL > 1 else 0, BATCH, ITEM, CL)
     if ASYNC_B:
         copy_b = _async_loader(BN)[0]
         STAGED = _staged_rows(A_BYTES, BN)
@@ -339,15 +345,15 @@ def make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, LOADED, CL, BATCH=False, ASYNC_
         def produce_async(tma, tmb, stage, full, bm0, bn0, k0, rank, za, zb):
             if cuda.threadIdx.x & (ASYNC_THREADS - 1) == 0:
                 mbar_expect_tx(full, A_BYTES)
-                load_a(tma, stage, bm0, k0, full, za)
+                load_a(tma, stage, bm0, k0, full, za, 0)
             copy_b(tmb, stage + STAGED, bn0, k0)
         return produce_async
 
     @device
     def produce(tma, tmb, stage, full, bm0, bn0, k0, rank, za, zb):
         mbar_expect_tx(full, LOADED)
-        load_a(tma, stage, bm0, k0, full, za)
-        load_b(tmb, stage + A_BYTES + wgmma_operand_offset(B_KM, rank * PART, 0), bn0 + rank * PART, k0, full, zb)
+        load_a(tma, stage, bm0, k0, full, za, 0)
+        load_b(tmb, stage + A_BYTES, bn0, k0, full, zb, rank)
     return produce
 
 
@@ -1399,7 +1405,7 @@ RUNG7 = RUNG5.replace(tma_store=True)
 # idle (1024^3: 0.975x cuBLAS against 0.772; benchmarks/results/tune_short_waves_h100.log).
 RUNG7_CONFIGS = tuple(RUNG7.replace(**kw) for kw in (
     {}, dict(bn=192), dict(bn=128, max_stages=6), dict(bm=64, consumers=1), dict(cluster=2),
-    dict(bn=128, max_stages=6, cluster=2), dict(bm=64, bn=128, consumers=1, max_stages=8)))
+    dict(bn=128, max_stages=6, cluster=2), dict(bm=64, bn=128, consumers=1, max_stages=8), dict(bn=192, cluster=2)))
 
 # A batched product of one or two K slices per tile (attention's Q K^T) is bound by storing C:
 # there 64x128 tiles two blocks an SM (one's epilogue beside the other's loads and math) measured

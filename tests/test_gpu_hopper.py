@@ -7,7 +7,7 @@ operands are refused by name and handled by "auto" (test at the end).
 import pytest
 
 import numba_tc
-from numba_tc import verify
+from numba_tc import hopper, verify
 
 from conftest import assert_shapes
 
@@ -77,3 +77,16 @@ def test_hopper_on_padded_rows_with_ragged_edges(layout):
         ref = a.double() @ b.double()
         err = float(torch.linalg.norm(c.double() - ref) / torch.linalg.norm(ref))
         assert err < 1e-2, (m, n, k, err)
+
+
+@pytest.mark.skipif(not _sm90(), reason="wgmma needs an sm_90 GPU")
+@pytest.mark.parametrize("layout", verify.LAYOUTS)
+@pytest.mark.parametrize("i", range(len(hopper.RUNG7_CONFIGS)))
+def test_each_hopper_configuration_alone(i, layout):
+    # every tile `hopper` may pick, forced, on ragged shapes that wrap the persistent grid: a
+    # cluster's CTAs split B by rows (k-major) or by whole boxes (mn-major: 192 = 2 + 1 boxes)
+    cfg = hopper.RUNG7_CONFIGS[i]
+    v = numba_tc.variant_from(cfg, f"hopper_alone{i}")
+    for m, n, k in ((2056, 2312, 1096), (264, 200, 136), (1000, 3000, 520)):
+        r = verify.check(v, m, n, k, layout=layout, dtype="bfloat16")
+        assert r.ok, (cfg, r)
