@@ -236,8 +236,10 @@ def _loader(KMAJOR, ROWS, MASK, BATCH=False, ITEM=2, CL=1):
     mn0..mn0+ROWS of an operand of ``ITEM``-byte elements (of its matrix z, with BATCH) into
     ``dst``. In a cluster of CL CTAs (``MASK``), the CTA of ``rank`` loads its share and
     multicasts it into the same place of every CTA in the mask: of a k-major operand, rows
-    rank * ROWS / CL onward (one box); of an mn-major one, boxes rank, rank + CL, ... (whole
-    128-byte boxes: a 192-wide tile splits 2 + 1)."""
+    rank * ROWS / CL onward (one box); of an mn-major one, whole 128-byte boxes: its 1/CL of them,
+    or where they do not divide evenly boxes r, r + CL, ..., r turning with the K slice (a
+    192-wide tile: 2 + 1, then 1 + 2), so that each CTA's TMA issues as many rows as the other's
+    over two slices."""
     box = _box_loader(MASK, BATCH)
     PER = layout.ROW_BYTES // ITEM                     # mn of an mn-major box (``layout.mn_major_offset``)
     PART, NBOX = ROWS // CL, ROWS // PER
@@ -248,10 +250,16 @@ def _loader(KMAJOR, ROWS, MASK, BATCH=False, ITEM=2, CL=1):
         if KMAJOR:                                     # one box of [ROWS / CL][one K slice]
             box(tmap, dst + rank * PART * layout.ROW_BYTES, k0, mn0 + rank * PART, z, bar)
         else:                                          # boxes of [one K slice][PER mn]
-            for i in range(TURNS):
-                j = rank + CL * i
-                if j < NBOX:
+            if NBOX % CL == 0:                         # boxes rank * TURNS onward
+                for i in range(TURNS):
+                    j = rank * TURNS + i
                     box(tmap, dst + j * PER * layout.ROW_BYTES, mn0 + PER * j, k0, z, bar)
+            else:
+                r = (rank + k0 // PER) % CL
+                for i in range(TURNS):
+                    j = r + CL * i
+                    if j < NBOX:
+                        box(tmap, dst + j * PER * layout.ROW_BYTES, mn0 + PER * j, k0, z, bar)
     return load
 
 
