@@ -985,6 +985,10 @@ ASYNC_ROWS = 64
 # (benchmarks/NOTES.md, session 24; results/ab_slow_rows*_h100.log).
 SLOW_BOTH = 0.86
 SLOW_ROWS_COPY = None
+# The tiles B multicast takes while A's rows load slowly too: there 128x192 tiles measured 4-5%
+# slower than 128x256 ones where the model put them ahead (3000^3, 3000x3000x9000), and with A
+# copied to fast rows 6-11% faster (2056x4104x3000, 4104^3; results/ab_c2_192_turn_h100.log).
+SLOW_A_TILES = ((128, 256), (128, 128))
 HALVES = 0.925                      # a promoted tile added in halves waits twice a slice (fp8 128x256:
                                     # benchmarks/results/ab_fp8_halves_h100.log)
 
@@ -1019,16 +1023,18 @@ def _overlap(compute: float, memory: float) -> float:
 
 
 def pick_config(cfgs, m: int, n: int, k: int, slow_b: bool, sms: int, split: bool = True, out_bytes: int = 2,
-                cost=None):
+                cost=None, slow_a: bool = False):
     """(configuration, splits) for one problem: of the configurations that multicast B (cluster
-    > 1) if B's rows load slowly (``slow_b``, see ``tensormap.tma_rows_fast``), else of those
+    > 1) if B's rows load slowly (``slow_b``, see ``tensormap.tma_rows_fast``; with A's rows slow
+    too, ``slow_a``, only those of ``SLOW_A_TILES``), else of those
     that do not, and of 1 to ``sms`` K splits (at least ``MIN_SPLIT_SLICES`` slices each; only
     1 unless ``split``), the pair ``estimate`` (or ``cost``, of the same arguments) ranks
     fastest, the earlier configuration and the
     fewer splits unless another is faster by more than the model's noise (``TIE``). It keeps
     the measured choices from before split-K: 1024^3 takes 128x128 tiles (188 vs 132 TFLOP/s
     with 128x256), 2048^3 128x256 (626 vs 609)."""
-    pool = [c for c in cfgs if (c.cluster > 1) == slow_b] or list(cfgs)
+    pool = [c for c in cfgs if (c.cluster > 1) == slow_b
+            and not (slow_a and c.cluster > 1 and (c.bm, c.bn) not in SLOW_A_TILES)] or list(cfgs)
     best = None
     for cfg in pool:
         ktiles = max(1, cdiv(k, cfg.bk))
@@ -1156,9 +1162,10 @@ def _slow_rows_copy(pool, a, b, m: int, n: int, keq: int, sms: int, split: bool,
     """[copy A, copy B] for two operands TMA reads slowly (rows 16 mod 32 bytes apart, see
     ``tensormap.tma_rows_fast``): the smaller copied first to a pitch of whole 128-byte rows,
     at HBM speed (``repack.chunks_ok``), where that pass (a launch, the bytes read and written)
-    costs less than the cost model's time lost to slow rows: its rounds that keep every SM
-    loading at ``SLOW_BOTH`` of their speed (B multicast; a last, partial round loses nothing
-    measurable). ``SLOW_ROWS_COPY`` overrides the model for A/B runs."""
+    costs less than it saves by the cost model: the rounds that keep every SM loading at
+    ``SLOW_BOTH`` of their speed (B multicast; a last, partial round loses nothing measurable),
+    and the tile the product can take once one operand's rows are fast (``SLOW_A_TILES``).
+    ``SLOW_ROWS_COPY`` overrides the model for A/B runs."""
     never = [False, False]
     if SLOW_ROWS_COPY is False or tma_rows_fast(a.ptr, a.ld, a.itemsize) or tma_rows_fast(b.ptr, b.ld, b.itemsize):
         return never
@@ -1168,11 +1175,13 @@ def _slow_rows_copy(pool, a, b, m: int, n: int, keq: int, sms: int, split: bool,
     x = (a, b)[which]
     if not repack.chunks_ok(x.ptr, x.ld, lines[which][1], x.itemsize):
         return never
-    cfg, s = pick_config(pool, m, n, keq, True, sms, split, out_bytes)
+    cfg, s = pick_config(pool, m, n, keq, True, sms, split, out_bytes, slow_a=True)
     units, slots = split_units(cfg, m, n, keq, s)[2], sms * cfg.min_blocks
     full = units // slots / cdiv(units, slots)      # the share of rounds that fill every SM
-    lost = (1 / SLOW_BOTH - 1) * full * estimate(cfg, m, n, keq, s, sms, out_bytes)
-    if SLOW_ROWS_COPY is None and FIXUP_S + 2 * size[which] / HBM_BYTES_S > lost:
+    before = (1 + (1 / SLOW_BOTH - 1) * full) * estimate(cfg, m, n, keq, s, sms, out_bytes)
+    cfg, s = pick_config(pool, m, n, keq, which == 0, sms, split, out_bytes)     # B still slow if A is copied
+    after = estimate(cfg, m, n, keq, s, sms, out_bytes)
+    if SLOW_ROWS_COPY is None and FIXUP_S + 2 * size[which] / HBM_BYTES_S > before - after:
         return never
     return [which == 0, which == 1]
 
@@ -1248,8 +1257,8 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
             if readable and forced is None and not any(copy):
                 copy = _slow_rows_copy(pool, a, b, m, n, keq, driver.sm_count(dev), split, c.itemsize)
         if forced is None and (len(pool) > 1 or split) and (swap or not chosen):
-            slow_b = not copy[1] and not tma_rows_fast(b.ptr, b.ld, b.itemsize)
-            cfg, splits = pick_config(pool, m, n, keq, slow_b, driver.sm_count(dev), split, c.itemsize)
+            slow_b, slow_a = (not copy[i] and not tma_rows_fast(x.ptr, x.ld, x.itemsize) for i, x in ((1, b), (0, a)))
+            cfg, splits = pick_config(pool, m, n, keq, slow_b, driver.sm_count(dev), split, c.itemsize, slow_a=slow_a)
         tiles, kper, units = split_units(cfg, m, n, keq, splits)
         splits = units // tiles                # as many as there are K slices for, at most
         ldw = fixup.plane_ld(nc)
