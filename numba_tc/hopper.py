@@ -1420,6 +1420,7 @@ RUNG7 = RUNG5.replace(tma_store=True)
 # instead of 72 wider ones), and for M of at most 64 (decoding) 64x256 tiles: half the wgmma work
 # on rows TMA fills with zeros. 64x128 tiles (one consumer) where even 128x128 ones leave SMs
 # idle (1024^3: 0.975x cuBLAS against 0.772; benchmarks/results/tune_short_waves_h100.log).
+# B multicast over 128x192 tiles once A's rows are fast (``SLOW_A_TILES``).
 RUNG7_CONFIGS = tuple(RUNG7.replace(**kw) for kw in (
     {}, dict(bn=192), dict(bn=128, max_stages=6), dict(bm=64, consumers=1), dict(cluster=2),
     dict(bn=128, max_stages=6, cluster=2), dict(bm=64, bn=128, consumers=1, max_stages=8), dict(bn=192, cluster=2)))

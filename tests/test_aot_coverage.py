@@ -169,18 +169,21 @@ def test_the_launches_after_the_first_of_a_plan_are_dependents(fake_driver):
 
 def test_slow_rows_are_copied_where_the_model_says_the_copy_pays(fake_driver, monkeypatch):
     """Both operands' rows 16 mod 32 bytes apart: the smaller is copied to whole 128-byte rows
-    first where its full rounds are long enough to repay the pass (as measured:
-    results/ab_slow_rows_h100.log), else both are read as they lie, B multicast."""
+    first where what it saves repays the pass: its full rounds at full speed, and once A's rows
+    are fast the 128x192 cluster tile, whose rounds fill the GPU better (as measured:
+    results/ab_slow_rows_h100.log, ab_slow_a_tiles_h100.log); else both are read as they lie, B
+    multicast on tiles of ``SLOW_A_TILES``."""
     from numba_tc import api, hopper
     v = api.get_variant("hopper")
 
     def labels(m, n, k):
         ops = [_operand(r, c, False, "bfloat16", (0, 0), base << 32) for r, c, base in ((m, k, 1), (k, n, 2), (m, n, 3))]
         return [st.label for st in v.plan(*ops, 0)]
-    cases = [((3000, 3000, 3000), []), ((2056, 4104, 3000), []), ((5000, 3000, 7000), ["repack b"]),
-             ((4104, 4104, 4104), ["repack a"]), ((1000, 1000, 1000), [])]
+    cases = [((3000, 3000, 3000), ["repack a"]), ((2056, 4104, 3000), ["repack a"]), ((5000, 3000, 7000), ["repack b"]),
+             ((4104, 4104, 4104), ["repack a"]), ((1000, 1000, 1000), []), ((3000, 5000, 2000), [])]
     for shape, copies in cases:
         got = labels(*shape)
         assert got[:-1] == copies and ("cluster 2" in got[-1]) == (copies != ["repack b"]), got
+        assert ("128x192" in got[-1]) == (copies == ["repack a"]), got
     monkeypatch.setattr(hopper, "SLOW_ROWS_COPY", False)
     assert labels(4104, 4104, 4104) == ["128x256 cluster 2"]
