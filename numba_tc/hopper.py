@@ -957,7 +957,10 @@ FIXUP_S = 4e-6                      # the fix-up pass's launch and latency
 MIN_SPLIT_SLICES = 4                # a split takes at least this many K slices
 TIE = 0.95                          # a later choice must be estimated this much faster to win
 OVERLAP = 0.3                       # the share of the shorter of math and memory time that shows
-TILE_EFFICIENCY = {(128, 256): 1.0, (128, 192): 0.95, (128, 128): 0.85, (64, 256): 0.8, (64, 128): 0.535}
+# 64x128's efficiency: 0.535 fit the 1024^3 A/B (session 24) but put it behind 128x128 split-K
+# where few rows are memory-bound; 0.75 keeps 1024^3 and measured faster on 24 of 27 such shapes
+# (96x5120x5120 0.790 -> 0.930, 64x8192x8192 0.826 -> 0.981; results/ab_eff64x128*_h100.log).
+TILE_EFFICIENCY = {(128, 256): 1.0, (128, 192): 0.95, (128, 128): 0.85, (64, 256): 0.8, (64, 128): 0.75}
 # tf32 with an n-major B: the producer can copy it k-major by cp.async (``_async_loader``) instead
 # of a transposing pass over B before the kernel (``repack.gather_kernel``). It copies and
 # transposes at about ASYNC_RATE elements a second an SM (per tile; 256x128 at 4096^3: 0.51x
@@ -1419,7 +1422,8 @@ RUNG7 = RUNG5.replace(tma_store=True)
 # 128x192 where 128x256 tiles would end on a short last round (1536^3: 96 tiles in one round
 # instead of 72 wider ones), and for M of at most 64 (decoding) 64x256 tiles: half the wgmma work
 # on rows TMA fills with zeros. 64x128 tiles (one consumer) where even 128x128 ones leave SMs
-# idle (1024^3: 0.975x cuBLAS against 0.772; benchmarks/results/tune_short_waves_h100.log).
+# idle (1024^3: 0.975x cuBLAS against 0.772; benchmarks/results/tune_short_waves_h100.log), and
+# for 16 to 256 rows where memory bounds the product (``TILE_EFFICIENCY``).
 # B multicast over 128x192 tiles once A's rows are fast (``SLOW_A_TILES``).
 RUNG7_CONFIGS = tuple(RUNG7.replace(**kw) for kw in (
     {}, dict(bn=192), dict(bn=128, max_stages=6), dict(bm=64, consumers=1), dict(cluster=2),
