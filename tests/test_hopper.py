@@ -166,6 +166,10 @@ def test_hopper_picks_tiles_and_multicast_per_problem():
     assert pick(128 * 66, 256, True) == (128, 2)       # 66 tiles of 128x256: half the SMs
     assert pick(128 * 66 + 1, 256, True) == (256, 2)   # 67 tile rows, padded to 68 for clusters
     assert pick(64, 64) == (128, 1)         # one tile either way: the smallest
+    # few rows, memory-bound: 64x128 tiles without a split (96x5120x5120: 0.93x cuBLAS against
+    # 0.79 for 128x128 split-K 2; results/ab_eff64x128_h100.log)
+    cfg, splits = hopper.pick_config(cfgs, 96, 5120, 5120, False, 132)
+    assert (cfg.bm, cfg.bn, splits) == (64, 128, 1)
     assert all(c.tma_store and c.persistent for c in cfgs)
 
 
