@@ -98,10 +98,11 @@ _WGMMA32_RS = {64: wgmma_m64n64k8_tf32_rs, 128: wgmma_m64n128k8_tf32_rs, 192: wg
                256: wgmma_m64n256k8_tf32_rs}
 KMAJOR_ONLY = layout.FP8 + ("tf32",)             # input types wgmma reads k-major only (no transpose flags)
 # Kernel parameters: tensor maps of A, B and C (by value); C's address; M, N, K; ldc; K slices per
-# split (split-K kernels; others ignore it); batches and which operands have them (bit 0: A, bit
-# 1: B; a batched kernel's broadcast operand is read at batch 0; others ignore both); B's address
-# and row pitch in elements (a kernel that copies B by cp.async, ``async_b``; others ignore them)
-PARAMS = ("map",) * 3 + ("i64",) * 10
+# split (split-K and tail-split kernels; others ignore it); batches and which operands have them
+# (bit 0: A, bit 1: B; a batched kernel's broadcast operand is read at batch 0; others ignore
+# both); B's address and row pitch in elements (a kernel that copies B by cp.async, ``async_b``;
+# others ignore them); the tail's partial-sum blocks and the whole tiles before it (``tail``)
+PARAMS = ("map",) * 3 + ("i64",) * 12
 ASYNC_THREADS = 128      # the producer warpgroup: all of it copies an operand by cp.async
 ASYNC_BAR = 15           # ... and meets at this named barrier (the consumers' epilogue uses 1 + warpgroup)
 
@@ -148,18 +149,21 @@ def _releaser(CL):
 
 
 @lru_cache(maxsize=None)
-def make_scheduler(BM, BN, GROUP, CL, SPLIT, BATCH=False):
-    """Scheduler: ``(walk, unit)``. ``walk(grid_m, grid_n, ktiles, kper, batches)`` is this
+def make_scheduler(BM, BN, GROUP, CL, SPLIT, BATCH=False, TAIL=False):
+    """Scheduler: ``(walk, unit)``. ``walk(grid_m, grid_n, ktiles, kper, batches, whole)`` is this
     block's walk, a tuple (first unit, stride, units, tiles, kper, ktiles, cluster rank, grid_m,
-    grid_n): a persistent grid walks cluster units cid, cid + clusters, ... ``unit(w, u)``: unit
-    ``u`` -> its tile's origin, its depth ``s`` (split or batch) and its K slices [k0, k0 + kn).
-    Tiles go in grouped order (``schedule.tile_origin``); the CL blocks of a cluster take CL
-    tiles stacked along M (the same B tile). Without SPLIT or BATCH a unit is a whole tile. With
-    SPLIT, units go split by split (s = u // tiles): blocks that run at the same time take the
+    grid_n, whole): a persistent grid walks cluster units cid, cid + clusters, ... ``unit(w, u)``:
+    unit ``u`` -> its tile's origin, its depth ``s`` (split or batch) and its K slices [k0, k0 +
+    kn). Tiles go in grouped order (``schedule.tile_origin``); the CL blocks of a cluster take CL
+    tiles stacked along M (the same B tile). Without SPLIT, BATCH or TAIL a unit is a whole tile.
+    With SPLIT, units go split by split (s = u // tiles): blocks that run at the same time take the
     same K range of different tiles, and share its panels of A and B in L2. With BATCH, a unit is
-    a whole tile of batch s = u // tiles, batch by batch."""
+    a whole tile of batch s = u // tiles, batch by batch. With TAIL, the first ``whole`` units are
+    whole tiles (s = -1), a whole number of the grid's rounds, and the R tiles after them are split
+    split by split as with SPLIT, s = split * R + the tile's place among them (its partial sum's
+    block, ``make_consumer``)."""
     @device
-    def walk(grid_m, grid_n, ktiles, kper, batches):
+    def walk(grid_m, grid_n, ktiles, kper, batches, whole):
         rank = cluster_ctarank() if CL > 1 else 0
         cid = cuda.blockIdx.x // CL
         nclusters = cuda.gridDim.x // CL
@@ -167,11 +171,13 @@ def make_scheduler(BM, BN, GROUP, CL, SPLIT, BATCH=False):
         nunits = ntiles * ((ktiles + kper - 1) // kper) if SPLIT else ntiles
         if BATCH:
             nunits = ntiles * batches
-        return cid, nclusters, nunits, ntiles, kper, ktiles, rank, grid_m, grid_n
+        if TAIL:
+            nunits = whole + (ntiles - whole) * ((ktiles + kper - 1) // kper)
+        return cid, nclusters, nunits, ntiles, kper, ktiles, rank, grid_m, grid_n, whole
 
     @device
     def unit(w, u):
-        ntiles, kper, ktiles, rank, grid_m, grid_n = w[3], w[4], w[5], w[6], w[7], w[8]
+        ntiles, kper, ktiles, rank, grid_m, grid_n, whole = w[3], w[4], w[5], w[6], w[7], w[8], w[9]
         s = 0
         ct = u
         k0 = 0
@@ -182,6 +188,16 @@ def make_scheduler(BM, BN, GROUP, CL, SPLIT, BATCH=False):
         if SPLIT:
             k0 = s * kper
             kn = min(kper, ktiles - k0)
+        if TAIL:
+            s = -1
+            if u >= whole:
+                rest = ntiles - whole
+                v = u - whole
+                split = v // rest
+                ct = whole + v - split * rest
+                s = v                                    # = split * rest + (ct - whole)
+                k0 = split * kper
+                kn = min(kper, ktiles - k0)
         cm0, bn0 = tile_origin(ct, (grid_m + CL - 1) // CL, grid_n, GROUP, CL * BM, BN)
         return cm0 + rank * BM, bn0, s, k0, kn
     return walk, unit
@@ -764,14 +780,17 @@ def make_epilogue_part(MI, BN, out_dtype, vc, TMA_C, EB, epi, BATCH=False, TRANS
 
 
 @lru_cache(maxsize=None)
-def make_consumer(walk_unit, mainloop, store, drain, NACC, WG_M, PLANE, TRANS=False):
+def make_consumer(walk_unit, mainloop, store, drain, NACC, WG_M, PLANE, TRANS=False, part=None, BM=0, BN=0, CL=1):
     """A consumer warpgroup: ``consumer(acc, pacc, C, tmc, sbase, ebase, bars, w, ldc, M, N, wg,
-    tid, ep)``: for each unit of walk ``w``, the mainloop, then the epilogue (``store``, then
+    tid, ep, P)``: for each unit of walk ``w``, the mainloop, then the epilogue (``store``, then
     ``drain`` once at the end). A split-K unit writes its partial sum to plane s of C, PLANE
     bytes per element of M x ldc (N x ldc where the kernel's product is C's transpose, TRANS;
-    ``fixup`` adds the planes); a batched one, to matrix s."""
+    ``fixup`` adds the planes); a batched one, to matrix s. With ``part`` (a tail-split kernel,
+    ``make_scheduler``'s TAIL), a split unit (s >= 0) writes its partial sum with ``part``
+    (``fragments.make_store_out``, fp32) to block s at P, CL * BM x BN floats of its cluster's
+    tiles (``fixup.tail_fixup_kernel`` adds them); a whole tile goes to C by ``store``."""
     @device
-    def consumer(acc, pacc, C, tmc, sbase, ebase, bars, w, ldc, M, N, wg, tid, ep):
+    def consumer(acc, pacc, C, tmc, sbase, ebase, bars, w, ldc, M, N, wg, tid, ep, P):
         tw = tid & 127
         lane = tid & 31
         a_row0 = wg * WG_M                                # this consumer's rows of the A tile
@@ -784,8 +803,13 @@ def make_consumer(walk_unit, mainloop, store, drain, NACC, WG_M, PLANE, TRANS=Fa
             for i in range(NACC):
                 acc[i] = float32(0)
             s, ph = mainloop(pacc, sbase, bars, s, ph, kn, a_row0, lane, k0, bm0 + m_warp, bn0, ep)
-            nbox = store(acc, C + sp * ((N if TRANS else M) * ldc * PLANE), tmc, ebase, nbox, bm0 + m_warp, bn0, ldc,
-                         M, N, wg, tw, lane, ep, sp)
+            if part is None:
+                nbox = store(acc, C + sp * ((N if TRANS else M) * ldc * PLANE), tmc, ebase, nbox, bm0 + m_warp, bn0,
+                             ldc, M, N, wg, tw, lane, ep, sp)
+            elif sp < 0:
+                nbox = store(acc, C, tmc, ebase, nbox, bm0 + m_warp, bn0, ldc, M, N, wg, tw, lane, ep, 0)
+            else:
+                part(P + sp * (CL * BM * BN * 4), BN, CL * BM, BN, acc, w[6] * BM + m_warp, 0, lane, ep)
         drain(tw)
     return consumer
 
@@ -840,7 +864,7 @@ def _b_source(ASYNC_B):
 @kernel_factory
 def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool, vc: bool,
                  tma_c: bool = False, epi=PLAIN, split: bool = False, batch: bool = False, dtype_b=None,
-                 async_b: bool = False, trans_c: bool = False):
+                 async_b: bool = False, trans_c: bool = False, tail: bool = False):
     """The Hopper kernel for one configuration, input type, output type and operand layout.
     vc: C's column pairs are aligned for paired stores; tma_c: C can be written by TMA (used when
     the configuration has ``tma_store``); split: split-K, each unit a tile's run of ``kper`` K
@@ -852,7 +876,9 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
     warpgroup's cp.async (``_async_loader``), from its address and pitch (no tensor map);
     trans_c: the kernel's M x N product is C's transpose (C = B^T A^T's operands swapped, so that
     an n-major tf32 B becomes an mn-major A, read through registers), stored from registers at
-    C + (n ldc + m)."""
+    C + (n ldc + m); tail: the tiles of the grid's last, partial round split along K (``kper``
+    slices each), their fp32 partial sums written to blocks at P (``make_consumer``), the whole
+    tiles before them (``WHOLE``) stored to C as usual."""
     if split and (out_dtype != "float32" or tma_c or epi not in (PLAIN, BLOCK_SCALES) or not cfg.persistent):
         raise ValueError("a split-K kernel is persistent and writes plain fp32 planes from registers "
                          "(block-wise scales applied)")
@@ -864,6 +890,8 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
                          "stages, without clusters or batches")
     if trans_c and (tma_c or batch):
         raise ValueError("C's transpose is stored from registers, without batches")
+    if tail and (split or batch or async_b or trans_c or cfg.promote or not cfg.persistent):
+        raise ValueError("a tail-split kernel is persistent, of unpromoted whole tiles stored as they lie")
     BM, BN, S, CONS, CL = cfg.bm, cfg.bn, cfg.stages, cfg.consumers, cfg.cluster
     BK = cfg.k_slice(layout.ITEMSIZE[dtype])
     PRODUCER, (REG_P, REG_C), WG_M = cfg.producer, cfg.regs, cfg.wg_m
@@ -874,7 +902,7 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
     # the parts
     init_ring = make_init_ring(S, CONS * 4 * CL, CL, async_b)     # empty: lane 0 of every consumer warp of the cluster
     consume = make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b)
-    walk, walk_unit = make_scheduler(BM, BN, cfg.group_m, CL, split, batch)
+    walk, walk_unit = make_scheduler(BM, BN, cfg.group_m, CL, split, batch, tail)
     ITEM = layout.ITEMSIZE[dtype]
     producer = make_producer(walk_unit, make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, cfg.tma_bytes, CL, batch, async_b,
                                                         ITEM),
@@ -890,13 +918,15 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
         mainloop = make_promoted_mainloop(issue, S, STAGE, CL, NACC, BN // PN, block, lead)
     else:
         mainloop = make_mainloop(consume, S, STAGE, CL, 4 if _regs_a(dtype, A_KM, B_KM) else 1)
+    part = make_store_out(MI * (BN // 8), BN // 8, 64, 4, OUT_CONVERT["float32"], True, 8, make_epilogue(PLAIN)) \
+        if tail else None
     consumer = make_consumer(walk_unit, mainloop, store, drain, NACC, WG_M,
-                             layout.ITEMSIZE[out_dtype], trans_c)
+                             layout.ITEMSIZE[out_dtype], trans_c, part, BM, BN, CL)
     one_tile = make_one_tile(make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, cfg.tma_bytes, 1, ITEM=ITEM), consume,
                              make_epilogue_part(MI, BN, out_dtype, vc, False, cfg.epi_boxes, epi, False, trans_c)[0],
                              BM, BN, BK, cfg.group_m, WG_M, NACC, S, STAGE)
 
-    def wgmma_gemm(TMA_A, TMA_B, TMC, C, M, N, K, ldc, kper, batches, bmask, PB, LDB, ep):
+    def wgmma_gemm(TMA_A, TMA_B, TMC, C, M, N, K, ldc, kper, batches, bmask, PB, LDB, P, WHOLE, ep):
         smem = cuda.shared.array(0, uint32)
         sbase = layout.align_up(smem_addr(ptr(smem)), layout.SWIZZLE_ALIGN)
         ebase = sbase + S * STAGE                         # output boxes (tma_store)
@@ -913,7 +943,7 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
             grid_dep_wait()                               # a copy before it done (launched as its dependent)
             one_tile(acc, pacc, C, TMA_A, TMA_B, sbase, bars, grid_m, grid_n, ktiles, ldc, M, N, tid, ep)
             return
-        w = walk(grid_m, grid_n, ktiles, kper, batches)
+        w = walk(grid_m, grid_n, ktiles, kper, batches, WHOLE)
         if wg == CONS:                                    # warpgroup CONS produces (one thread) ...
             if REG_P > 0:
                 setmaxnreg_dec(REG_P)
@@ -923,7 +953,7 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
         else:                                             # ... warpgroups 0..CONS-1 consume
             if REG_C > 0:
                 setmaxnreg_inc(REG_C)
-            consumer(acc, pacc, C, TMC, sbase, ebase, bars, w, ldc, M, N, wg, tid, ep)
+            consumer(acc, pacc, C, TMC, sbase, ebase, bars, w, ldc, M, N, wg, tid, ep, P)
         if CL > 1:
             cluster_sync()          # no CTA leaves while a peer may still multicast into it
 
@@ -992,6 +1022,11 @@ SLOW_ROWS_COPY = None
 # slower than 128x256 ones where the model put them ahead (3000^3, 3000x3000x9000), and with A
 # copied to fast rows 6-11% faster (2056x4104x3000, 4104^3; results/ab_c2_192_turn_h100.log).
 SLOW_A_TILES = ((128, 256), (128, 128))
+# Split only the tiles of the grid's last, partial round along K (a tail split: ``pick_tail``),
+# where the rounds before it are whole: None, the cost model's choice; False, never; a number,
+# that many splits wherever there is such a round (A/B runs, tests).
+TAIL = None
+TAIL_TILES = ((128, 256), (128, 192))   # the tiles whose rounds are coarse enough to split
 HALVES = 0.925                      # a promoted tile added in halves waits twice a slice (fp8 128x256:
                                     # benchmarks/results/ab_fp8_halves_h100.log)
 
@@ -1005,12 +1040,17 @@ def split_units(cfg: WgmmaConfig, m: int, n: int, k: int, splits: int):
     return tiles, kper, tiles * cdiv(ktiles, kper)
 
 
+def _slice_s(cfg: WgmmaConfig) -> float:
+    """Seconds one SM takes for one K slice of a tile of ``cfg`` (the cost model's)."""
+    eff = TILE_EFFICIENCY.get((cfg.bm, cfg.bn), 0.8) * (HALVES if cfg.promote and cfg.promote_n < cfg.bn else 1)
+    return 2.0 * cfg.bm * cfg.bn * cfg.bk / (PEAK_PER_SM * eff)
+
+
 def estimate(cfg: WgmmaConfig, m: int, n: int, k: int, splits: int, sms: int, out_bytes: int = 2) -> float:
     """Seconds the cost model gives a problem on ``cfg`` with ``splits`` K splits (see above)."""
     _, kper, units = split_units(cfg, m, n, k, splits)
     slots = sms * cfg.min_blocks
-    eff = TILE_EFFICIENCY.get((cfg.bm, cfg.bn), 0.8) * (HALVES if cfg.promote and cfg.promote_n < cfg.bn else 1)
-    slice_s = 2.0 * cfg.bm * cfg.bn * cfg.bk / (PEAK_PER_SM * eff)
+    slice_s = _slice_s(cfg)
     compute = cdiv(units, slots) * (kper + 2) * slice_s
     bandwidth = HBM_BYTES_S * min(1.0, SM_SHARE * min(units, slots) / sms)
     if splits == 1:
@@ -1018,6 +1058,54 @@ def estimate(cfg: WgmmaConfig, m: int, n: int, k: int, splits: int, sms: int, ou
     planes = 4.0 * splits * m * n           # written by the kernel, read back by the fix-up
     fix = FIXUP_S + (planes + out_bytes * m * n) / HBM_BYTES_S
     return _overlap(compute, (2.0 * (m * k + k * n) + planes) / bandwidth) + fix
+
+
+def tail_units(cfg: WgmmaConfig, m: int, n: int, k: int, splits: int, slots: int):
+    """(whole tiles, the rest split, K slices per split, splits) of a tail split (``TAIL``): the
+    whole rounds of ``slots`` blocks take whole tiles, the rest (fewer than ``slots``) are split
+    ``splits`` ways along K (at most: every split gets a slice, and rest x splits <= slots)."""
+    tiles = split_units(cfg, m, n, k, 1)[0]
+    rest = tiles % slots
+    ktiles = max(1, cdiv(k, cfg.bk))
+    kper = cdiv(ktiles, max(1, min(splits, slots // max(rest, 1))))
+    return tiles - rest, rest, kper, cdiv(ktiles, kper)
+
+
+def estimate_tail(cfg: WgmmaConfig, m: int, n: int, k: int, splits: int, sms: int, out_bytes: int = 2) -> float:
+    """Seconds the cost model gives a tail split: the whole rounds, one round of the split
+    tiles' runs, then their fix-up (a launch, their partial sums read back, their tiles written)."""
+    slots = sms * cfg.min_blocks
+    whole, rest, kper, splits = tail_units(cfg, m, n, k, splits, slots)
+    compute = (whole // slots * (cdiv(k, cfg.bk) + 2) + kper + 2) * _slice_s(cfg)
+    parts = 4.0 * rest * splits * cfg.bm * cfg.bn
+    fix = FIXUP_S + (parts + out_bytes * rest * cfg.bm * cfg.bn) / HBM_BYTES_S
+    return _overlap(compute, (2.0 * (m * k + k * n) + out_bytes * m * n + parts) / HBM_BYTES_S) + fix
+
+
+def pick_tail(cfgs, m: int, n: int, k: int, sms: int, than: float, out_bytes: int = 2):
+    """(configuration, splits) of the tail split (``TAIL``) the cost model ranks fastest, if
+    faster than ``than`` seconds (the best without it) by more than its noise (``TIE``), else
+    None: of the persistent tiles of ``TAIL_TILES`` without clusters whose tiles fill whole rounds and leave a
+    partial one, and of 2 up to as many splits as fit that round (at least ``MIN_SPLIT_SLICES``
+    slices each). ``TAIL``: False, never; a number, that many splits on the first of ``cfgs``
+    that has such a round."""
+    best = None
+    for cfg in cfgs:
+        if (cfg.bm, cfg.bn) not in TAIL_TILES or cfg.cluster > 1 or not cfg.persistent or cfg.promote or TAIL is False:
+            continue
+        slots = sms * cfg.min_blocks
+        whole, rest, _, _ = tail_units(cfg, m, n, k, 1, slots)
+        if not whole or not rest:
+            continue
+        if TAIL is not None:
+            return (cfg, TAIL) if tail_units(cfg, m, n, k, TAIL, slots)[3] > 1 else None
+        for s in range(2, slots // rest + 1):
+            if cdiv(cdiv(k, cfg.bk), s) < MIN_SPLIT_SLICES:
+                break
+            t = estimate_tail(cfg, m, n, k, s, sms, out_bytes)
+            if t < TIE * (best[0] if best else than):
+                best = (t, cfg, s)
+    return best and best[1:]
 
 
 def _overlap(compute: float, memory: float) -> float:
@@ -1259,16 +1347,21 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
             copy = [readable and bool(tma_requirements(x.ptr, x.ld, x.itemsize)) for x in (a, b)]
             if readable and forced is None and not any(copy):
                 copy = _slow_rows_copy(pool, a, b, m, n, keq, driver.sm_count(dev), split, c.itemsize)
+        tail = None
         if forced is None and (len(pool) > 1 or split) and (swap or not chosen):
             slow_b, slow_a = (not copy[i] and not tma_rows_fast(x.ptr, x.ld, x.itemsize) for i, x in ((1, b), (0, a)))
             cfg, splits = pick_config(pool, m, n, keq, slow_b, driver.sm_count(dev), split, c.itemsize, slow_a=slow_a)
+            if split and splits == 1 and not slow_b and kdt in _IN and not swap:
+                cfg, tail = _tail_plan([cfg, *pool], cfg, m, n, keq, driver.sm_count(dev), resident, c.itemsize)
         tiles, kper, units = split_units(cfg, m, n, keq, splits)
         splits = units // tiles                # as many as there are K slices for, at most
+        kper = tail[2] if tail else kper
         ldw = fixup.plane_ld(nc)
         shapes = [_kmajor(x, i)[:2] if kmajor else _lines(x) for i, x in enumerate((a, b))]   # (lines, width) copied
         sizes = [lines * repack.pitch(width, x.dtype) * x.itemsize if cp else 0
                  for x, cp, (lines, width) in zip((a, b), copy, shapes)]
-        (ra_off, rb_off, planes), total = workspace.carve(*sizes, splits * mc * ldw * 4 if splits > 1 else 0)
+        parts = splits * mc * ldw * 4 if splits > 1 else (tail[1] * tail[3] * cfg.bm * cfg.bn * 4 if tail else 0)
+        (ra_off, rb_off, planes), total = workspace.carve(*sizes, parts)
         steps, ops = [], [a, b]
         for i, region in ((0, ra_off), (1, rb_off)):
             if copy[i]:
@@ -1278,13 +1371,10 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
         part = BLOCK_SCALES if epi.scales == "block" else PLAIN      # a split's: the fix-up does the rest
         k = wgmma_kernel(cfg, kdt, "float32" if splits > 1 else c.dtype, ops[0].trans, ops[1].trans,
                          (splits > 1 or c.pairs_aligned) and not swap, ec is not None, part if splits > 1 else epi, splits > 1,
-                         False, None if b.dtype == a.dtype else b.dtype, async_b, swap)
+                         False, None if b.dtype == a.dtype else b.dtype, async_b, swap, bool(tail))
         nep = 0 if part.plain else len(part.slots())
         fn = driver.load(k, dev)
-        if resident is None:
-            resident = driver.sm_count(dev) * cfg.min_blocks
-            if cfg.cluster > 1 and cfg.persistent:
-                resident = cfg.cluster * driver.max_active_clusters(fn, cfg.threads, cfg.smem_bytes, cfg.cluster)
+        resident = resident or _resident(cfg, fn, dev)
         ea, eb = operand_maps(cfg, *ops)
 
         ldb = b.ld if async_b else 0
@@ -1294,23 +1384,67 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
             ma = encode(ws + ra_off if copy[0] else pa, *ea)
             mb = _NO_MAP if async_b else encode(ws + rb_off if copy[1] else pb, *eb)
             if splits > 1:                  # partial sums to the planes; the fix-up does the rest
-                return (ma, mb, _NO_MAP, ws + planes, m, n, kk, ldw, kper, 1, 0, pb, ldb, *(ep[:nep] if nep else (0,)))
-            return (ma, mb, encode(pc, *ec) if ec else _NO_MAP, pc, m, n, kk, c.ld, kper, 1, 0, pb, ldb, *ep)
+                return (ma, mb, _NO_MAP, ws + planes, m, n, kk, ldw, kper, 1, 0, pb, ldb, 0, 0,
+                        *(ep[:nep] if nep else (0,)))
+            return (ma, mb, encode(pc, *ec) if ec else _NO_MAP, pc, m, n, kk, c.ld, kper, 1, 0, pb, ldb,
+                    ws + planes if tail else 0, tail[0] if tail else 0, *ep)
         label = (f"{cfg.bm}x{cfg.bn}" + (f" cluster {cfg.cluster}" if cfg.cluster > 1 else "")
-                 + (" cp.async b" if async_b else "") + (" swapped" if swap else "")
-                 + (f" split-K {splits}" if splits > 1 else ""))
-        steps.append(Step(k, work_plan(cfg, units, resident), cfg.threads,
+                 + (" cp.async b" if async_b else "") + (" swapped" if swap else "") + (f" split-K {splits}" if splits > 1
+                 else "") + (f", last {tail[1]} tiles split-K {tail[3]}" if tail else ""))
+        steps.append(Step(k, tail[4] if tail else work_plan(cfg, units, resident), cfg.threads,
                           args if total else lambda *v: args(0, *v), smem=cfg.smem_bytes, cluster=cfg.cluster,
                           fn=fn, workspace=total, label=label, dependent=bool(steps)))
-        if splits > 1:
-            fk = fixup.fixup_kernel(c.dtype, epi)
-            steps.append(Step(fk, fixup.grid(mc, nc), fixup.THREADS,
-                              lambda ws, pa, pb, pc, *ep: (ws + planes, pc, mc, nc, ldw, c.ld, splits, *ep),
-                              fn=driver.load(fk, dev), workspace=total, label="fixup", dependent=True))
+        if splits > 1 or tail:
+            steps.append(_fixup_step(c, epi, cfg, dev, total, planes, ldw, splits, tail))
         return steps
     return plan
 
 
+
+
+def _resident(cfg: WgmmaConfig, fn, dev) -> int:
+    """Blocks of ``cfg`` (loaded as ``fn``) that run at once on ``dev``: a persistent cluster's as
+    the driver says clusters fit."""
+    from . import driver
+    if cfg.cluster > 1 and cfg.persistent:
+        return cfg.cluster * driver.max_active_clusters(fn, cfg.threads, cfg.smem_bytes, cfg.cluster)
+    return driver.sm_count(dev) * cfg.min_blocks
+
+
+def _tail_plan(cands, cfg, m: int, n: int, keq: int, sms: int, resident, out_bytes: int):
+    """(configuration, tail): ``cfg`` and None, or the tail split ``pick_tail`` prefers among
+    ``cands`` with (whole tiles, the rest split, K slices per split, splits, the blocks of the
+    grid: one round of them takes whole tiles until the split round)."""
+    pick = pick_tail(cands, m, n, keq, sms, estimate(cfg, m, n, keq, 1, sms, out_bytes), out_bytes)
+    if not pick:
+        return cfg, None
+    cfg, slots = pick[0], resident or sms * pick[0].min_blocks
+    whole, rest, kper, splits = tail_units(cfg, m, n, keq, pick[1], slots)
+    if not whole or not rest or splits < 2:
+        return cfg, None
+    return cfg, (whole, rest, kper, splits, slots)
+
+
+def _fixup_step(c, epi, cfg, dev, total, planes, ldw, splits, tail):
+    """The fix-up launch after a split-K kernel (its planes, ``fixup.fixup_kernel``) or a
+    tail-split one (its last round's partial sums, ``fixup.tail_fixup_kernel``), as its dependent."""
+    from . import driver
+    m, n = c.rows, c.cols
+    if tail:
+        whole, rest, _, ts, _ = tail
+        fk = fixup.tail_fixup_kernel(c.dtype, cfg.bm, cfg.bn, cfg.group_m, epi)
+        grid, label = fixup.tail_grid(rest, cfg.bm, cfg.bn), "tail fixup"
+        gm = cdiv(m, cfg.bm)
+
+        def args(ws, pa, pb, pc, *ep):
+            return (ws + planes, pc, m, n, c.ld, whole, rest, ts, gm, *ep)
+    else:
+        fk = fixup.fixup_kernel(c.dtype, epi)
+        grid, label = fixup.grid(m, n), "fixup"
+
+        def args(ws, pa, pb, pc, *ep):
+            return (ws + planes, pc, m, n, ldw, c.ld, splits, *ep)
+    return Step(fk, grid, fixup.THREADS, args, fn=driver.load(fk, dev), workspace=total, label=label, dependent=True)
 
 
 def _batched_steps(cfgs, a, b, c, dev, epi, batch, resident):
@@ -1344,7 +1478,7 @@ def _batched_steps(cfgs, a, b, c, dev, epi, batch, resident):
 
     def args(pa, pb, pc, *ep):
         return (encode(pa, *ea, 128, *depth(a, batch.a)), encode(pb, *eb, 128, *depth(b, batch.b)),
-                encode(pc, *ec, 128, batch.count, batch.c), pc, m, n, kk, c.ld, 1, batch.count, bmask, 0, 0, *ep)
+                encode(pc, *ec, 128, batch.count, batch.c), pc, m, n, kk, c.ld, 1, batch.count, bmask, 0, 0, 0, 0, *ep)
     label = f"{cfg.bm}x{cfg.bn} batched {batch.count}"
     return [Step(k, grid, cfg.threads, args, smem=cfg.smem_bytes, fn=fn, label=label)]
 
@@ -1371,6 +1505,10 @@ def _kernels(cfgs, top: bool, fp8_cfgs=(), forced=False):
             out += [wgmma_kernel(cfg, dtype, "float32", ta, tb, True, False, PLAIN, True)
                     for cfg in cfgs if cfg.persistent for ta, tb in layouts]
             out += [fixup.fixup_kernel(o) for o in outs] + [repack.repack_kernel(dtype, v) for v in (False, True)]
+            tails = [cfg for cfg in cfgs if (cfg.bm, cfg.bn) in TAIL_TILES and cfg.cluster == 1 and cfg.persistent]
+            out += [wgmma_kernel(cfg, dtype, o, ta, tb, vc, tc, PLAIN, False, False, None, False, False, True)
+                    for cfg in tails for vc, tc in stores(cfg) for o in outs for ta, tb in layouts]
+            out += [fixup.tail_fixup_kernel(o, cfg.bm, cfg.bn, cfg.group_m) for cfg in tails for o in outs]
         return out
 
     def kernels8(dtype):

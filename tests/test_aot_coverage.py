@@ -32,7 +32,8 @@ SHAPES = [(1, 4096, 4096), (1, 8192, 8192), (8, 4096, 11008), (1, 1024, 65536), 
           (4096, 4096, 4096), (128 * 66, 256, 1024), (8192, 8192, 8192), (65536, 256, 4096),
           (16, 32768, 256), (256, 4096, 65536),      # (tf32: B copied by the producer, whole and split)
           (4096, 32, 4096), (4096, 32, 65536), (2048, 192, 8192), (32, 4096, 65536), (4096, 64, 4096),
-          (1536, 1536, 16384), (65536, 32, 512)]      # (tf32: B^T A^T swapped, or A mn-major, whole and split)
+          (1536, 1536, 16384), (65536, 32, 512),      # (tf32: B^T A^T swapped, or A mn-major, whole and split)
+          (2048, 5120, 5120), (2560, 2560, 16384)]    # (the last round's tiles split: 128x256, 128x192)
 # Each operand as (pad of the leading dimension, offset of the base in elements[, in bytes]):
 # contiguous, rows made odd, the base one element off; rows also 16 mod 32 bytes apart (TMA
 # reads them slowly: hopper multicasts B, and where both are so may copy one first); C's base
@@ -155,7 +156,7 @@ def test_the_launches_after_the_first_of_a_plan_are_dependents(fake_driver):
     # launch); then split-K; rows TMA cannot read; one launch
     cases = [((2048, 2048, 2048, 0, True), "float32", ["transpose b", "128x"]),
              ((64, 256, 65536, 0, False), "bfloat16", ["split-K", "fixup"]),
-             ((4095, 4097, 4099, 1, False), "bfloat16", ["repack a", "repack b", "128x"]),
+             ((4095, 4097, 4099, 1, False), "bfloat16", ["repack a", "repack b", "last 16 tiles", "tail fixup"]),
              ((4096, 4096, 4096, 0, False), "bfloat16", ["128x"])]
     for (m, n, k, pad, ta), dt, labels in cases:
         a = Matrix(None, m, k, (m if ta else k) + pad, ta, dt, 1 << 32)

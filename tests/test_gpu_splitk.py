@@ -111,6 +111,61 @@ def test_split_applies_the_epilogue_once_to_the_whole_sum(activation):
     assert err < 1e-5, err      # an activation per partial sum is off by far more
 
 
+# more tiles than the H100's 132 SMs take in whole rounds, a few left (128x256: 153, 289, 192
+# tiles; 128x192: 187, 272, 272), rows TMA reads fast (multiples of 32 bytes) or, with K = 777,
+# copied first
+TAIL_SHAPES = {(128, 256): [(2096, 2096, 1008, "bfloat16"), (2064, 4112, 528, "float32"), (2000, 3008, 777, "bfloat16")],
+               (128, 192): [(2096, 2096, 1008, "bfloat16"), (2064, 2912, 528, "float32"), (2000, 3104, 777, "bfloat16")]}
+
+
+def _tail_variant(monkeypatch, tiles, name):
+    """``hopper`` with the last round's tiles split 3 ways wherever a round is partial, on
+    ``tiles`` (a fresh variant: plans are cached per variant)."""
+    from dataclasses import replace
+    from numba_tc import hopper
+    monkeypatch.setattr(hopper, "TAIL", 3)
+    monkeypatch.setattr(hopper, "TAIL_TILES", (tiles,))
+    return replace(numba_tc.get_variant("hopper"), name=name)
+
+
+@pytest.mark.parametrize("tiles", [(128, 256), (128, 192)])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_the_last_rounds_tiles_split_are_right_element_by_element(tiles, layout, monkeypatch):
+    # whole rounds of whole tiles (stored by the kernel, by TMA or from registers), the tiles of
+    # the partial round after them split along K, their sums added by the tail fix-up
+    v = _tail_variant(monkeypatch, tiles, f"tail_{tiles[1]}_{layout}")
+    for m, n, k, out_dtype in TAIL_SHAPES[tiles]:
+        r = verify.check(v, m, n, k, layout, "bfloat16", "C", out_dtype=out_dtype, kind="torch")
+        assert r.ok, str(r)
+        a = _operand(m, k, layout[0] == "T", torch.bfloat16)
+        b = _operand(k, n, layout[1] == "T", torch.bfloat16)
+        plan = numba_tc.explain(a, b, v, out_dtype=out_dtype)
+        assert f"{tiles[0]}x{tiles[1]}, last " in plan and "tail fixup" in plan, plan
+
+
+@pytest.mark.parametrize("activation", ["gelu", "silu"])
+def test_the_tail_split_applies_the_epilogue_once_and_repeats_bitwise(activation, monkeypatch):
+    v = _tail_variant(monkeypatch, (128, 256), f"tail_epilogue_{activation}")
+    g = torch.Generator(device="cuda").manual_seed(3)
+    m, n, k = 2096, 2096, 3008
+    a = _operand(m, k, False, torch.bfloat16, g)
+    b = _operand(k, n, True, torch.bfloat16, g)
+    bias = torch.randn(n, device="cuda", dtype=torch.bfloat16, generator=g)
+    out = torch.randn(m, n, device="cuda", dtype=torch.float32, generator=g)
+    c0 = out.clone()
+    assert "tail fixup" in numba_tc.explain(a, b, v, out=out)
+    numba_tc.gemm(a, b, v, out=out, c=out, alpha=0.5, beta=-1.5, bias=bias, activation=activation)
+    act = torch.nn.functional.gelu if activation == "gelu" else torch.nn.functional.silu
+    ref = act(0.5 * (a.double() @ b.double()) - 1.5 * c0.double() + bias.double())
+    err = float(torch.linalg.norm(out.double() - ref) / torch.linalg.norm(ref))
+    assert err < 1e-5, err      # an activation per partial sum is off by far more
+    first = numba_tc.gemm(a, b, v, out_dtype="float32")
+    for _ in range(3):
+        again = torch.full_like(first, float("nan"))
+        numba_tc.gemm(a, b, v, out=again)
+        assert torch.equal(first, again)
+
+
 def test_split_on_two_streams_at_once():
     """Each stream gets its own scratch: the same plan on two busy streams, no synchronization
     between the launches."""

@@ -236,5 +236,5 @@ def test_a_forced_variant_lists_the_tf32_kernels_it_can_plan():
     from numba_tc import hopper
     plain = numba_tc.variant_from(hopper.RUNG7, "forced_plain", splits=1).kernels("tf32")
     staged = numba_tc.variant_from(hopper.ASYNC_CONFIGS[0], "forced_staged", splits=1).kernels("tf32")
-    assert plain and not any(k.key[-2] == "True" for k in plain if k.name.startswith("hopper"))   # (async_b)
-    assert any(k.key[-2] == "True" for k in staged if k.name.startswith("hopper"))
+    assert plain and not any(k.key[-3] == "True" for k in plain if k.name.startswith("hopper"))   # (async_b)
+    assert any(k.key[-3] == "True" for k in staged if k.name.startswith("hopper"))

@@ -74,6 +74,16 @@ def test_hopper_alternative_configs(cfg):
     assert not any("MEMBAR.ALL.GPU" in l for l in _main_loop(c))
 
 
+@pytest.mark.parametrize("cfg", [hopper.RUNG7, hopper.RUNG7.replace(bn=192)], ids=["128x256", "128x192"])
+def test_the_tail_split_kernel_keeps_both_stores_out_of_local_memory(cfg):
+    # whole tiles by TMA stores, the split round's partial sums by plain fp32 stores, one kernel
+    k = hopper.wgmma_kernel(cfg, "bfloat16", "bfloat16", False, False, True, True, PLAIN, False, False, None, False,
+                            False, True)
+    c = compile_cubin(k, cc=(9, 0, "a"))
+    assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
+    assert c.count("UTMASTG") > 0 and c.count("STG.E.64") > 0
+
+
 @pytest.mark.parametrize("boxes", [1, 4])
 def test_output_box_ring(boxes):
     # a box is rewritten only once the TMA store that used it EB boxes ago has read it
