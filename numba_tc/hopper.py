@@ -1027,6 +1027,12 @@ SLOW_A_TILES = ((128, 256), (128, 128))
 # that many splits wherever there is such a round (A/B runs, tests).
 TAIL = None
 TAIL_TILES = ((128, 256), (128, 192))   # the tiles whose rounds are coarse enough to split
+# What a tail split costs beyond its fix-up's launch and bytes: every SM busy in the whole rounds
+# (a balanced grid without the split may leave some idle, and the rest run faster), the split
+# round's partial sums stored from registers. Fit to the first A/B (results/ab_tail_first_h100.log:
+# it lost at 2096x2096x3008, tied at 2304x4608x4096, won at 2048x5120x5120, 2560x2560x16384,
+# 1280x5120x8192): 3 to 7 us keeps the wins and drops the others.
+TAIL_S = 5e-6
 HALVES = 0.925                      # a promoted tile added in halves waits twice a slice (fp8 128x256:
                                     # benchmarks/results/ab_fp8_halves_h100.log)
 
@@ -1078,7 +1084,7 @@ def estimate_tail(cfg: WgmmaConfig, m: int, n: int, k: int, splits: int, sms: in
     whole, rest, kper, splits = tail_units(cfg, m, n, k, splits, slots)
     compute = (whole // slots * (cdiv(k, cfg.bk) + 2) + kper + 2) * _slice_s(cfg)
     parts = 4.0 * rest * splits * cfg.bm * cfg.bn
-    fix = FIXUP_S + (parts + out_bytes * rest * cfg.bm * cfg.bn) / HBM_BYTES_S
+    fix = FIXUP_S + TAIL_S + (parts + out_bytes * rest * cfg.bm * cfg.bn) / HBM_BYTES_S
     return _overlap(compute, (2.0 * (m * k + k * n) + out_bytes * m * n + parts) / HBM_BYTES_S) + fix
 
 

@@ -156,8 +156,9 @@ def test_the_launches_after_the_first_of_a_plan_are_dependents(fake_driver):
     # launch); then split-K; rows TMA cannot read; one launch
     cases = [((2048, 2048, 2048, 0, True), "float32", ["transpose b", "128x"]),
              ((64, 256, 65536, 0, False), "bfloat16", ["split-K", "fixup"]),
-             ((4095, 4097, 4099, 1, False), "bfloat16", ["repack a", "repack b", "last 16 tiles", "tail fixup"]),
-             ((4096, 4096, 4096, 0, False), "bfloat16", ["128x"])]
+             ((4095, 4097, 4099, 1, False), "bfloat16", ["repack a", "repack b", "128x"]),
+             ((4096, 4096, 4096, 0, False), "bfloat16", ["128x"]),
+             ((2048, 5120, 5120, 0, False), "bfloat16", ["last 56 tiles split-K 2", "tail fixup"])]
     for (m, n, k, pad, ta), dt, labels in cases:
         a = Matrix(None, m, k, (m if ta else k) + pad, ta, dt, 1 << 32)
         b = Matrix(None, k, n, n + pad, False, dt, 2 << 32)
