@@ -27,13 +27,16 @@ configuration that switches on what its note says:
    epilogue the cluster measured slower, except where B's rows do not start on 32-byte sectors
    (TMA then moves a fifth more sectors per row, and B is two thirds of the traffic): there
    ``hopper`` multicasts B as rung 6 does (523 -> 758 TFLOP/s at 4096^3). Per problem, a cost
-   model (``pick_config``, ``estimate``) chooses the tile (128x256, 128x192, 128x128, 64x256) and
-   how many ways K is split where tiles are too few to fill the GPU (split-K: fp32 partial sums
-   in scratch, added in a fixed order by ``fixup``, which then applies the epilogue); operands TMA
-   cannot read are first copied to a pitch it can (``repack``).
+   model (``pick_config``, ``estimate``) chooses the tile (128x256, 128x192, 128x128, 64x256,
+   64x128) and how many ways K is split where tiles are too few to fill the GPU (split-K: fp32
+   partial sums in scratch, added in a fixed order by ``fixup``, which then applies the
+   epilogue), or whether only the tiles of a last, partial round are split (a tail split,
+   ``pick_tail``: whole rounds of whole tiles first); operands TMA cannot read are first copied
+   to a pitch it can (``repack``).
 
-Stream-K over the last, partial round of a persistent grid was built and measured in session 8
-and lost on every shape it touched (benchmarks/NOTES.md); it was removed.
+Stream-K over the last, partial round of a persistent grid (equal K runs per SM, at different
+offsets) was built and measured in session 8 and lost on every shape it touched
+(benchmarks/NOTES.md); it was removed. The tail split keeps the whole rounds as they were.
 
 Conventions (as in ``tensorcore.py``): C (M x N, row-major, ``ldc``) = A (M x K) @ B (K x N);
 ``ta``/``tb`` say A/B are column-major. Each operand is loaded as it lies in global memory: a
