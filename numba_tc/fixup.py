@@ -45,6 +45,20 @@ def tail_grid(rest: int, tm: int, tn: int) -> int:
     return rest * cdiv(tm * tn // VEC, THREADS)
 
 
+@device
+def _sum_in_order(w, at, stride, splits):
+    """The 4 floats at w + at summed over ``splits`` parts ``stride`` floats apart, part 0 first
+    (in order: the same sum every run)."""
+    x0, x1, x2, x3 = load_f32x4(w, at)
+    for s in range(1, splits):
+        y0, y1, y2, y3 = load_f32x4(w, at + s * stride)
+        x0 += y0
+        x1 += y1
+        x2 += y2
+        x3 += y3
+    return x0, x1, x2, x3
+
+
 def _store4(EPI, OUT_K, OUT_ITEM):
     """``store4(C, ldc, row, col, N, x0, x1, x2, x3, ep)``: columns col..col+3 of a row of C
     (those inside N) through the epilogue function EPI."""
@@ -78,13 +92,7 @@ def fixup_kernel(out_dtype: str, epi=PLAIN):
         w = f32_ptr(W)
         at = row * ldw + col
         plane = M * ldw
-        x0, x1, x2, x3 = load_f32x4(w, at)
-        for s in range(1, splits):                 # in order: the same sum every run
-            y0, y1, y2, y3 = load_f32x4(w, at + s * plane)
-            x0 += y0
-            x1 += y1
-            x2 += y2
-            x3 += y3
+        x0, x1, x2, x3 = _sum_in_order(w, at, plane, splits)
         store4(C, ldc, row, col, N, x0, x1, x2, x3, ep)
 
     return kernel(fixup, PARAMS, values=len(epi.slots()))
@@ -114,13 +122,7 @@ def tail_fixup_kernel(out_dtype: str, TM: int, TN: int, GROUP: int, epi=PLAIN):
         w = f32_ptr(P)
         at = int64(tile) * (TM * TN) + r * TN + c
         block = int64(rest) * (TM * TN)
-        x0, x1, x2, x3 = load_f32x4(w, at)
-        for s in range(1, splits):                 # in order: the same sum every run
-            y0, y1, y2, y3 = load_f32x4(w, at + s * block)
-            x0 += y0
-            x1 += y1
-            x2 += y2
-            x3 += y3
+        x0, x1, x2, x3 = _sum_in_order(w, at, block, splits)
         store4(C, ldc, row, col, N, x0, x1, x2, x3, ep)
 
     return kernel(tail_fixup, TAIL_PARAMS, values=len(epi.slots()))

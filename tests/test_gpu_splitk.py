@@ -94,21 +94,27 @@ def test_split_is_bitwise_repeatable():
         assert torch.equal(first, again)
 
 
-@pytest.mark.parametrize("activation", ["gelu", "silu"])
-def test_split_applies_the_epilogue_once_to_the_whole_sum(activation):
-    g = torch.Generator(device="cuda").manual_seed(2)
-    m, n, k = 96, 320, 9000
+def _epilogue_once(variant, m, n, k, tb, activation, path, seed):
+    """act(0.5 a @ b - 1.5 c + bias) into c = out (fp32), checked against float64: an activation
+    per partial sum is off by far more than 1e-5. Returns a and b."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
     a = _operand(m, k, False, torch.bfloat16, g)
-    b = _operand(k, n, False, torch.bfloat16, g)
+    b = _operand(k, n, tb, torch.bfloat16, g)
     bias = torch.randn(n, device="cuda", dtype=torch.bfloat16, generator=g)
     out = torch.randn(m, n, device="cuda", dtype=torch.float32, generator=g)
     c0 = out.clone()
-    assert "split-K" in numba_tc.explain(a, b, "hopper", out=out)
-    numba_tc.gemm(a, b, "hopper", out=out, c=out, alpha=0.5, beta=-1.5, bias=bias, activation=activation)
+    assert path in numba_tc.explain(a, b, variant, out=out)
+    numba_tc.gemm(a, b, variant, out=out, c=out, alpha=0.5, beta=-1.5, bias=bias, activation=activation)
     act = torch.nn.functional.gelu if activation == "gelu" else torch.nn.functional.silu
     ref = act(0.5 * (a.double() @ b.double()) - 1.5 * c0.double() + bias.double())
     err = float(torch.linalg.norm(out.double() - ref) / torch.linalg.norm(ref))
-    assert err < 1e-5, err      # an activation per partial sum is off by far more
+    assert err < 1e-5, err
+    return a, b
+
+
+@pytest.mark.parametrize("activation", ["gelu", "silu"])
+def test_split_applies_the_epilogue_once_to_the_whole_sum(activation):
+    _epilogue_once("hopper", 96, 320, 9000, False, activation, "split-K", 2)
 
 
 # more tiles than the H100's 132 SMs take in whole rounds, a few left (128x256: 153, 289, 192
@@ -146,19 +152,7 @@ def test_the_last_rounds_tiles_split_are_right_element_by_element(tiles, layout,
 @pytest.mark.parametrize("activation", ["gelu", "silu"])
 def test_the_tail_split_applies_the_epilogue_once_and_repeats_bitwise(activation, monkeypatch):
     v = _tail_variant(monkeypatch, (128, 256), f"tail_epilogue_{activation}")
-    g = torch.Generator(device="cuda").manual_seed(3)
-    m, n, k = 2096, 2096, 3008
-    a = _operand(m, k, False, torch.bfloat16, g)
-    b = _operand(k, n, True, torch.bfloat16, g)
-    bias = torch.randn(n, device="cuda", dtype=torch.bfloat16, generator=g)
-    out = torch.randn(m, n, device="cuda", dtype=torch.float32, generator=g)
-    c0 = out.clone()
-    assert "tail fixup" in numba_tc.explain(a, b, v, out=out)
-    numba_tc.gemm(a, b, v, out=out, c=out, alpha=0.5, beta=-1.5, bias=bias, activation=activation)
-    act = torch.nn.functional.gelu if activation == "gelu" else torch.nn.functional.silu
-    ref = act(0.5 * (a.double() @ b.double()) - 1.5 * c0.double() + bias.double())
-    err = float(torch.linalg.norm(out.double() - ref) / torch.linalg.norm(ref))
-    assert err < 1e-5, err      # an activation per partial sum is off by far more
+    a, b = _epilogue_once(v, 2096, 2096, 3008, True, activation, "tail fixup", 3)
     first = numba_tc.gemm(a, b, v, out_dtype="float32")
     for _ in range(3):
         again = torch.full_like(first, float("nan"))
