@@ -170,8 +170,8 @@ MUTANTS = [
       [("        nunits = ntiles * ((ktiles + kper - 1) // kper) if SPLIT else ntiles",
         "        nunits = ntiles * (ktiles // kper) if SPLIT else ntiles")],
       ["tests/test_gpu_splitk.py"], extra=["-k", "element_by_element and 200-300-5000 and NN and C"]),
-    M("fix-up: one partial-sum plane left out", "gpu", "numba_tc/fixup.py",
-      [("        for s in range(1, splits):", "        for s in range(1, splits - 1):")],
+    M("fix-up: one partial-sum plane left out", "gpu", "numba_tc/fixup.py",     # (both fix-ups' ordered sum)
+      [("    for s in range(1, splits):", "    for s in range(1, splits - 1):")],
       ["tests/test_gpu_splitk.py"], extra=["-k", "element_by_element and 64-256-8192 and NN and C"]),
     M("repack: the copy read at the destination's pitch", "gpu", "numba_tc/repack.py",
       [("        s = src + (line * ld_src + c0) * ITEM", "        s = src + (line * ld_dst + c0) * ITEM")],
