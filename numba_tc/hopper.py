@@ -1631,8 +1631,9 @@ RUNGS = [
              "B tile and TMA multicasts it to both (half the B traffic from L2)"),
     _variant("hopper", 7, RUNG7_CONFIGS, "epilogue through shared memory: 128B-swizzled boxes written "
              "by TMA stores (coalesced, asynchronous, clipped at the edges); per problem (a cost model), "
-             "the tile (128x256, 128x192, 128x128 or 64x256), B multicast where its rows are not 32-byte aligned, "
-             "split-K where tiles are too few (partial sums added in a fixed order, then the epilogue), "
+             "the tile (128x256, 128x192, 128x128, 64x256 or 64x128), B multicast where its rows are not 32-byte "
+             "aligned, split-K where tiles are too few or for a last, partial round's tiles alone (partial sums "
+             "added in a fixed order, then the epilogue), "
              "and a copy to a readable pitch for operands TMA cannot read; fp8 inputs (e4m3, e5m2) on the "
              "fp8 wgmma with promoted accumulators and their scales, float32 ones as tf32 (allow_tf32; A read "
              "through registers in any layout, an n-major B swapped into its place), fp8 and other tf32 "
