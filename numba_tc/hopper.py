@@ -1427,11 +1427,11 @@ def _tail_plan(cands, cfg, m: int, n: int, keq: int, sms: int, resident, out_byt
     pick = pick_tail(cands, m, n, keq, sms, estimate(cfg, m, n, keq, 1, sms, out_bytes), out_bytes)
     if not pick:
         return cfg, None
-    cfg, slots = pick[0], resident or sms * pick[0].min_blocks
-    whole, rest, kper, splits = tail_units(cfg, m, n, keq, pick[1], slots)
+    slots = resident or sms * pick[0].min_blocks
+    whole, rest, kper, splits = tail_units(pick[0], m, n, keq, pick[1], slots)
     if not whole or not rest or splits < 2:
-        return cfg, None
-    return cfg, (whole, rest, kper, splits, slots)
+        return cfg, None                       # (the grid the caller forced has no such round)
+    return pick[0], (whole, rest, kper, splits, slots)
 
 
 def _fixup_step(c, epi, cfg, dev, total, planes, ldw, splits, tail):
