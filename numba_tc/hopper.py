@@ -171,11 +171,12 @@ def make_scheduler(BM, BN, GROUP, CL, SPLIT, BATCH=False, TAIL=False):
         cid = cuda.blockIdx.x // CL
         nclusters = cuda.gridDim.x // CL
         ntiles = ((grid_m + CL - 1) // CL) * grid_n
-        nunits = ntiles * ((ktiles + kper - 1) // kper) if SPLIT else ntiles
+        nunits = ntiles
+        if SPLIT or TAIL:           # whole tiles (TAIL), then the rest split (SPLIT: all of them)
+            first = whole if TAIL else 0
+            nunits = first + (ntiles - first) * ((ktiles + kper - 1) // kper)
         if BATCH:
             nunits = ntiles * batches
-        if TAIL:
-            nunits = whole + (ntiles - whole) * ((ktiles + kper - 1) // kper)
         return cid, nclusters, nunits, ntiles, kper, ktiles, rank, grid_m, grid_n, whole
 
     @device
@@ -185,20 +186,17 @@ def make_scheduler(BM, BN, GROUP, CL, SPLIT, BATCH=False, TAIL=False):
         ct = u
         k0 = 0
         kn = ktiles
-        if SPLIT or BATCH:
+        if BATCH:
             s = u // ntiles
             ct = u - s * ntiles
-        if SPLIT:
-            k0 = s * kper
-            kn = min(kper, ktiles - k0)
-        if TAIL:
-            s = -1
-            if u >= whole:
-                rest = ntiles - whole
-                v = u - whole
-                split = v // rest
-                ct = whole + v - split * rest
-                s = v                                    # = split * rest + (ct - whole)
+        if SPLIT or TAIL:
+            first = whole if TAIL else 0                 # whole tiles before the split ones
+            if TAIL:
+                s = -1
+            if not TAIL or u >= first:
+                split = (u - first) // (ntiles - first)
+                ct = u - split * (ntiles - first)
+                s = u - first if TAIL else split         # (TAIL: = split * rest + (ct - whole))
                 k0 = split * kper
                 kn = min(kper, ktiles - k0)
         cm0, bn0 = tile_origin(ct, (grid_m + CL - 1) // CL, grid_n, GROUP, CL * BM, BN)
@@ -1407,8 +1405,6 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
             steps.append(_fixup_step(c, epi, cfg, dev, total, planes, ldw, splits, tail))
         return steps
     return plan
-
-
 
 
 def _resident(cfg: WgmmaConfig, fn, dev) -> int:
