@@ -166,9 +166,9 @@ MUTANTS = [
     M("Hopper: the last partial row of tiles never scheduled", "gpu", "numba_tc/hopper.py",
       [("        grid_m = (M + BM - 1) // BM\n", "        grid_m = max(M // BM, 1)\n")],
       ["tests/test_gpu_hopper.py"], extra=["-k", "wgmma_sweep and NN and wgmma_persistent and bfloat16"]),
-    M("split-K: the last K range never computed", "gpu", "numba_tc/hopper.py",
-      [("        nunits = ntiles * ((ktiles + kper - 1) // kper) if SPLIT else ntiles",
-        "        nunits = ntiles * (ktiles // kper) if SPLIT else ntiles")],
+    M("split-K: the last K range never computed", "gpu", "numba_tc/hopper.py",     # (and a tail split's)
+      [("            nunits = first + (ntiles - first) * ((ktiles + kper - 1) // kper)",
+        "            nunits = first + (ntiles - first) * (ktiles // kper)")],
       ["tests/test_gpu_splitk.py"], extra=["-k", "element_by_element and 200-300-5000 and NN and C"]),
     M("fix-up: one partial-sum plane left out", "gpu", "numba_tc/fixup.py",     # (both fix-ups' ordered sum)
       [("    for s in range(1, splits):", "    for s in range(1, splits - 1):")],
