@@ -23,6 +23,10 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--shapes", nargs="+", default=SHAPES)
     p.add_argument("--budget", type=float, default=0.25)
+    p.add_argument("--tiles", nargs="+", help='only these tiles of RUNG7_CONFIGS, e.g. "64x128" "128x256c2"')
+    p.add_argument("--splits", nargs="+", type=int, default=SPLITS)
+    p.add_argument("--swapped", action="store_true", help="also the swapped decode tile (hopper.SWAP_CONFIGS) "
+                   "for problems of at most hopper.SWAP_ROWS rows")
     p.add_argument("--json")
     args = p.parse_args(argv)
     import torch
@@ -31,7 +35,6 @@ def main(argv=None):
     from numba_tc.schedule import cdiv
     from numba_tc.tensormap import tma_rows_fast
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    numba_tc.precompile(variants=["hopper"], dtypes=["bfloat16"], progress=False)
     rows = []
     for s in args.shapes:
         m, n, k = (int(x) for x in s.split("x"))
@@ -42,21 +45,28 @@ def main(argv=None):
         slow_b = not tma_rows_fast(b.data_ptr(), b.stride(0), 2)
         chosen = hopper.pick_config(hopper.RUNG7_CONFIGS, m, n, k, slow_b, sms)
         ref = a.double() @ b.double()
-        for cfg in hopper.RUNG7_CONFIGS:
+        print(f"{s:>16} auto: {numba_tc.explain(a, b, out=out)}", flush=True)
+        narrow = [c for c in hopper.SWAP_CONFIGS if c.bn >= m][:1] if args.swapped and m <= hopper.SWAP_ROWS else []
+        for cfg in hopper.RUNG7_CONFIGS + tuple(narrow):
+            swap = cfg in narrow                    # C^T = B^T A^T: the model's M and N swap
+            if not swap and args.tiles and f"{cfg.bm}x{cfg.bn}" + (f"c{cfg.cluster}" if cfg.cluster > 1 else "") not in args.tiles:
+                continue
             ktiles = cdiv(k, cfg.bk)
-            for sp in SPLITS:
+            for sp in args.splits:
                 if sp > 1 and (ktiles // sp < hopper.MIN_SPLIT_SLICES or cdiv(ktiles, cdiv(ktiles, sp)) != sp):
                     continue
-                if hopper.split_units(cfg, m, n, k, sp)[2] > 4 * sms:
+                mm, nn = (n, m) if swap else (m, n)
+                if hopper.split_units(cfg, mm, nn, k, sp)[2] > 4 * sms:
                     continue
-                v = numba_tc.variant_from(cfg, f"tune_{cfg.bm}x{cfg.bn}c{cfg.cluster}s{sp}", splits=sp)
+                v = numba_tc.variant_from(cfg, f"tune_{cfg.bm}x{cfg.bn}c{cfg.cluster}s{sp}{'w' * swap}", splits=sp)
                 numba_tc.gemm(a, b, v, out=out)
                 err = float(torch.linalg.norm(out.double() - ref) / torch.linalg.norm(ref))
                 ms, cms = bench.time_interleaved([lambda: numba_tc.gemm(a, b, v, out=out),
                                                   lambda: torch.matmul(a, b, out=ref_out)], budget_s=args.budget)
-                r = {"m": m, "n": n, "k": k, "tile": f"{cfg.bm}x{cfg.bn}", "cluster": cfg.cluster, "splits": sp,
+                r = {"m": m, "n": n, "k": k, "tile": f"{cfg.bm}x{cfg.bn}" + " swapped" * swap, "cluster": cfg.cluster,
+                     "splits": sp,
                      "ms": ms, "cublas_ms": cms, "ratio": cms / ms, "rel_err": err,
-                     "model_ms": 1e3 * hopper.estimate(cfg, m, n, k, sp, sms),
+                     "model_ms": 1e3 * hopper.estimate(cfg, mm, nn, k, sp, sms),
                      "chosen": (cfg, sp) == chosen, "slow_b": slow_b, "commit": bench.commit_id()}
                 rows.append(r)
                 print(f"{s:>16} {r['tile']:>7} c{cfg.cluster} s{sp:<3} {ms * 1e3:8.1f} us  ratio {r['ratio']:.3f}  "

@@ -228,7 +228,7 @@ class MmaConfig:
 
 
 WARPGROUP = 128
-WGMMA_N = (64, 128, 192, 256)   # wgmma widths ptx/hopper.cu provides (m64nNk16)
+WGMMA_N = (8, 16, 32, 64, 128, 192, 256)   # wgmma widths ptx/hopper.cu provides (m64nNk16; below 64 16-bit only)
 MAX_ACC_REGS = 128              # fp32 accumulators per thread a consumer may hold
 
 
@@ -375,6 +375,8 @@ class WgmmaConfig:
               f"bn={self.bn} over a {self.cluster}-CTA cluster: each CTA's share of a k-major B must be whole "
               "8-row swizzle atoms")
         _need(not self.tma_store or self.producer, "the TMA-store epilogue builds on the producer warpgroup")
+        _need(not self.tma_store or self.bn >= 64, f"bn={self.bn}: the TMA-store epilogue writes 128-byte boxes "
+              "(narrower tiles store from registers: tma_store=False)")
         _need(self.epi_boxes in (1, 2, 4, 8), f"epi_boxes={self.epi_boxes}: 1, 2, 4 or 8 output boxes")
         _need(self.min_blocks >= 1 and self.min_blocks * self.threads <= 2048,
               f"min_blocks={self.min_blocks} x {self.threads} threads exceeds 2048 threads per SM")

@@ -83,7 +83,7 @@ from .primitives import (cluster_ctarank, cluster_sync, cp_async16, cp_async_com
                          named_barrier, setmaxnreg_dec, setmaxnreg_inc, smem_addr, sts_out2, sts_v4u32, tf32_rn,
                          tma_load_2d, tma_load_2d_multicast, tma_load_3d, tma_prefetch_map, tma_store_2d,
                          tma_store_3d, tma_store_commit, tma_store_wait_all, tma_store_wait_read,
-                         wgmma_commit, wgmma_fence, wgmma_m64n128k16, wgmma_m64n128k32_f8,
+                         wgmma_commit, wgmma_fence, wgmma_m64n8k16, wgmma_m64n16k16, wgmma_m64n32k16, wgmma_m64n128k16, wgmma_m64n128k32_f8,
                          wgmma_m64n128k8_tf32, wgmma_m64n192k16, wgmma_m64n192k32_f8, wgmma_m64n192k8_tf32,
                          wgmma_m64n256k16, wgmma_m64n256k32_f8, wgmma_m64n256k8_tf32, wgmma_m64n64k16,
                          wgmma_m64n64k32_f8, wgmma_m64n64k8_tf32, wgmma_m64n64k8_tf32_rs, wgmma_m64n128k8_tf32_rs,
@@ -94,7 +94,8 @@ from .tensormap import MAP_BYTES, encode, tma_requirements, tma_rows_fast
 __all__ = ["RUNGS", "wgmma_kernel", "PARAMS", "WGMMA_TYPE", "variant_from"]
 
 WGMMA_TYPE = {"float16": 0, "bfloat16": 1}      # ptx/hopper.cu: wgmma's input type argument
-_WGMMA = {64: wgmma_m64n64k16, 128: wgmma_m64n128k16, 192: wgmma_m64n192k16, 256: wgmma_m64n256k16}
+_WGMMA = {8: wgmma_m64n8k16, 16: wgmma_m64n16k16, 32: wgmma_m64n32k16, 64: wgmma_m64n64k16, 128: wgmma_m64n128k16,
+          192: wgmma_m64n192k16, 256: wgmma_m64n256k16}
 _WGMMA8 = {64: wgmma_m64n64k32_f8, 128: wgmma_m64n128k32_f8, 192: wgmma_m64n192k32_f8, 256: wgmma_m64n256k32_f8}
 _WGMMA32 = {64: wgmma_m64n64k8_tf32, 128: wgmma_m64n128k8_tf32, 192: wgmma_m64n192k8_tf32, 256: wgmma_m64n256k8_tf32}
 _WGMMA32_RS = {64: wgmma_m64n64k8_tf32_rs, 128: wgmma_m64n128k8_tf32_rs, 192: wgmma_m64n192k8_tf32_rs,
@@ -260,6 +261,8 @@ def _loader(KMAJOR, ROWS, MASK, BATCH=False, ITEM=2, CL=1):
     box = _box_loader(MASK, BATCH)
     PER = layout.ROW_BYTES // ITEM                     # mn of an mn-major box (``layout.mn_major_offset``)
     PART, NBOX = ROWS // CL, ROWS // PER
+    if not KMAJOR and ROWS % PER:
+        raise ValueError(f"an mn-major operand's tile is whole {PER}-wide boxes, not {ROWS}")
     TURNS = cdiv(NBOX, CL)
 
     @device
@@ -402,7 +405,10 @@ def make_slice_group(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b=None, OFF=0):
         raise ValueError(f"wgmma reads {dtype} operands k-major only (A row-major, B column-major; "
                          "a tf32 A may be mn-major, read through registers)")
     KND = _fp8_kind(dtype, dtype_b or dtype) if fp8 else 0 if tf32 else WGMMA_TYPE[dtype]
-    WG = (_WGMMA8 if fp8 else _WGMMA32 if tf32 else _WGMMA)[BN]
+    widths = _WGMMA8 if fp8 else _WGMMA32 if tf32 else _WGMMA
+    if BN not in widths:
+        raise ValueError(f"bn={BN}: {dtype} wgmma widths built are {sorted(widths)}")
+    WG = widths[BN]
 
     @device
     def wgmma_one(t, pacc, stage, a_row0, n0):
@@ -767,7 +773,7 @@ def make_epilogue_part(MI, BN, out_dtype, vc, TMA_C, EB, epi, BATCH=False, TRANS
                 tma_store_wait_all()
         return store, drain
 
-    store_out = make_store_out(MI * NI, NI, 64, OUT_ITEM, OUT_K, vc, 8, EPI, TRANS)
+    store_out = make_store_out(MI * NI, NI, 64, OUT_ITEM, OUT_K, vc, min(8, MI * NI), EPI, TRANS)
 
     @device
     def store(acc, C, tmc, ebase, nbox, row0, bn0, ldc, M, N, wg, tw, lane, ep, z):
@@ -1027,6 +1033,15 @@ SLOW_A_TILES = ((128, 256), (128, 128))
 # where the rounds before it are whole: None, the cost model's choice; False, never; a number,
 # that many splits wherever there is such a round (A/B runs, tests).
 TAIL = None
+# Decode (at most SWAP_ROWS rows of C, 16-bit, A row-major): C^T = B^T A^T on 64 x bn tiles
+# (``SWAP_CONFIGS``, the narrowest bn >= M), so that N is the tile's 64-row side and C's few rows
+# the wgmma's narrow width: N / 64 tiles where 64 x 128 ones give N / 128, and no rows of zeros
+# through the tensor cores (cuBLAS's decode kernels are such 64x8 to 64x32 tiles:
+# benchmarks/results/kernel_times_h100.log). Where the cost model ranks it faster by ``TIE``;
+# ``SWAP``: None, the model's choice; False, never; True, wherever it may (A/B runs, tests).
+SWAP = None
+SWAP_ROWS = 32
+SWAP_FILL = 0.97
 TAIL_TILES = ((128, 256), (128, 192))   # the tiles whose rounds are coarse enough to split
 # What a tail split costs beyond its fix-up's launch and bytes: every SM busy in the whole rounds
 # (a balanced grid without the split may leave some idle, and the rest run faster), the split
@@ -1284,6 +1299,40 @@ def _slow_rows_copy(pool, a, b, m: int, n: int, keq: int, sms: int, split: bool,
     return [which == 0, which == 1]
 
 
+def swap_splits(cfg: WgmmaConfig, m: int, n: int, k: int, slots: int) -> int:
+    """K splits of a swapped decode product (``SWAP``; its M and N as the kernel sees them): the
+    fewest whose units fill the grid's rounds within ``SWAP_FILL`` of the best filling (up to
+    4 rounds, at least ``MIN_SPLIT_SLICES`` slices each). Such a stream reads B at about an
+    SM's share of HBM per unit, so a short last round runs at the few SMs' speed and a split's
+    fix-up costs little (few rows); measured on the H100 over 18 shapes, the best or within 2%
+    of it on all but one (results/tune_swap_h100.log)."""
+    tiles, ktiles, fills = split_units(cfg, m, n, k, 1)[0], max(1, cdiv(k, cfg.bk)), []
+    for s in range(1, ktiles // MIN_SPLIT_SLICES + 1):
+        units = tiles * s
+        if units > 4 * slots and fills:
+            break
+        if s == 1 or cdiv(ktiles, cdiv(ktiles, s)) == s:
+            fills.append((units / (cdiv(units, slots) * slots), s))
+    top = max(f for f, _ in fills)
+    return next(s for f, s in fills if f >= SWAP_FILL * top)
+
+
+def _narrow_swap(pool, a, b, m: int, n: int, keq: int, sms: int, out_bytes: int):
+    """(tile, splits) of the swapped decode product (``SWAP``) for a 16-bit ``a`` and ``b``, or
+    None: where A is row-major (A^T is then a k-major B), both are read by TMA as they are, B's
+    rows fast, and the cost model ranks the swapped product (split by ``swap_splits``) faster
+    than the best of ``pool``."""
+    if (SWAP is False or m > SWAP_ROWS or a.trans or not tma_rows_fast(b.ptr, b.ld, b.itemsize)
+            or any(tma_requirements(x.ptr, x.ld, x.itemsize) for x in (a, b))):
+        return None
+    cfg = next(c for c in SWAP_CONFIGS if c.bn >= m)
+    s = swap_splits(cfg, n, m, keq, sms * cfg.min_blocks)
+    if SWAP:
+        return cfg, s
+    cp, sp = pick_config(pool, m, n, keq, False, sms, True, out_bytes)
+    return (cfg, s) if estimate(cfg, n, m, keq, s, sms, out_bytes) < TIE * estimate(cp, m, n, keq, sp, sms, out_bytes) else None
+
+
 def _b_by_producer(pool, m: int, n: int, keq: int, sms: int, split: bool, out_bytes: int):
     """(whether the producer copies an n-major tf32 B, the configuration, the splits): the cost
     model's best time on ``ASYNC_CONFIGS`` with the copies (``estimate_async_b``) against a pass
@@ -1346,8 +1395,13 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
             async_b, cfg, splits = _b_by_producer(pool, m, n, keq, driver.sm_count(dev), split, c.itemsize)
         mc, nc = m, n                          # C's shape (the kernel's is its transpose's if swapped)
         swap = not async_b and _swaps(kdt, a, b)
-        if swap:                               # C^T = B^T A^T: B^T mn-major (registers), A^T k-major
-            a, b, m, n = b.transposed(), a.transposed(), n, m
+        narrow = None                          # a swapped decode tile and its splits (forced: as given)
+        if split and not swap and kdt in _IN:
+            narrow = (_narrow_swap(pool, a, b, m, n, keq, driver.sm_count(dev), c.itemsize) if forced is None
+                      else (cfg, splits) if cfg in SWAP_CONFIGS else None)
+        if swap or narrow:                     # C^T = B^T A^T: A^T k-major (tf32: B^T through registers)
+            a, b, m, n, swap = b.transposed(), a.transposed(), n, m, True
+            cfg, splits = narrow or (cfg, splits)
         if kmajor:
             copy = [_needs_kmajor_copy(x, i, kdt) and not (i and async_b) for i, x in enumerate((a, b))]
         else:
@@ -1355,7 +1409,7 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
             if readable and forced is None and not any(copy):
                 copy = _slow_rows_copy(pool, a, b, m, n, keq, driver.sm_count(dev), split, c.itemsize)
         tail = None
-        if forced is None and (len(pool) > 1 or split) and (swap or not chosen):
+        if forced is None and (len(pool) > 1 or split) and (swap or not chosen) and not narrow:
             slow_b, slow_a = (not copy[i] and not tma_rows_fast(x.ptr, x.ld, x.itemsize) for i, x in ((1, b), (0, a)))
             cfg, splits = pick_config(pool, m, n, keq, slow_b, driver.sm_count(dev), split, c.itemsize, slow_a=slow_a)
             if split and splits == 1 and not slow_b and kdt in _IN and not swap:
@@ -1514,6 +1568,9 @@ def _kernels(cfgs, top: bool, fp8_cfgs=(), forced=False):
             out += [wgmma_kernel(cfg, dtype, o, ta, tb, vc, tc, PLAIN, False, False, None, False, False, True)
                     for cfg in tails for vc, tc in stores(cfg) for o in outs for ta, tb in layouts]
             out += [fixup.tail_fixup_kernel(o, cfg.bm, cfg.bn, cfg.group_m) for cfg in tails for o in outs]
+            out += [wgmma_kernel(cfg, dtype, "float32" if sp else o, ta, True, False, False, PLAIN, sp, False, None,
+                                 False, True) for cfg in SWAP_CONFIGS for ta in (False, True) for sp in (False, True)
+                    for o in (("float32",) if sp else outs)]
         return out
 
     def kernels8(dtype):
@@ -1571,6 +1628,10 @@ RUNG7 = RUNG5.replace(tma_store=True)
 RUNG7_CONFIGS = tuple(RUNG7.replace(**kw) for kw in (
     {}, dict(bn=192), dict(bn=128, max_stages=6), dict(bm=64, consumers=1), dict(cluster=2),
     dict(bn=128, max_stages=6, cluster=2), dict(bm=64, bn=128, consumers=1, max_stages=8), dict(bn=192, cluster=2)))
+# The swapped decode tiles (``SWAP``): one consumer, C's transpose stored from registers, as deep
+# a ring as shared memory holds (a stage is 9-12 KiB; what an SM streams is bound by the bytes it
+# has in flight: with 12 stages 64 SMs read 4096 x 4096 at three quarters of 128 SMs' speed).
+SWAP_CONFIGS = tuple(RUNG7.replace(bm=64, bn=w, consumers=1, tma_store=False, max_stages=24) for w in (8, 16, 32))
 
 # A batched product of one or two K slices per tile (attention's Q K^T) is bound by storing C:
 # there 64x128 tiles two blocks an SM (one's epilogue beside the other's loads and math) measured

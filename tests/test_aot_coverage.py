@@ -33,7 +33,8 @@ SHAPES = [(1, 4096, 4096), (1, 8192, 8192), (8, 4096, 11008), (1, 1024, 65536), 
           (16, 32768, 256), (256, 4096, 65536),      # (tf32: B copied by the producer, whole and split)
           (4096, 32, 4096), (4096, 32, 65536), (2048, 192, 8192), (32, 4096, 65536), (4096, 64, 4096),
           (1536, 1536, 16384), (65536, 32, 512),      # (tf32: B^T A^T swapped, or A mn-major, whole and split)
-          (2048, 5120, 5120), (2560, 2560, 16384)]    # (the last round's tiles split: 128x256, 128x192)
+          (2048, 5120, 5120), (2560, 2560, 16384),    # (the last round's tiles split: 128x256, 128x192)
+          (16, 256, 65536), (32, 1024, 65536), (24, 8192, 4096)]   # (decode swapped onto narrow tiles)
 # Each operand as (pad of the leading dimension, offset of the base in elements[, in bytes]):
 # contiguous, rows made odd, the base one element off; rows also 16 mod 32 bytes apart (TMA
 # reads them slowly: hopper multicasts B, and where both are so may copy one first); C's base
@@ -189,3 +190,28 @@ def test_slow_rows_are_copied_where_the_model_says_the_copy_pays(fake_driver, mo
         assert ("128x192" in got[-1]) == (copies == ["repack a"]), got
     monkeypatch.setattr(hopper, "SLOW_ROWS_COPY", False)
     assert labels(4104, 4104, 4104) == ["128x256 cluster 2"]
+
+
+def test_decode_products_swap_onto_narrow_tiles(fake_driver, monkeypatch):
+    """At most ``SWAP_ROWS`` rows of a row-major A, 16-bit: C^T = B^T A^T on the narrowest 64 x bn
+    tile that holds the rows, split so that the units fill the grid's rounds (as measured:
+    results/tune_swap_h100.log, ab_swap_h100.log); more rows, a column-major A, B's rows slow or
+    tf32 inputs keep the other tiles, and ``SWAP`` False turns it off."""
+    from numba_tc import api, hopper
+    v = api.get_variant("hopper")
+
+    def label(m, n, k, ta=False, pad=0, dt="bfloat16"):
+        a = _operand(m, k, ta, dt, (0, 0), 1 << 32)
+        b = _operand(k, n, False, dt, (pad, 0), 2 << 32)
+        return "; ".join(st.label for st in v.plan(a, b, _operand(m, n, False, dt, (0, 0), 3 << 32), 0))
+    assert label(1, 8192, 8192) == "64x8 swapped"                       # 128 tiles: one round
+    assert label(32, 8192, 8192) == "64x32 swapped"
+    assert label(16, 5120, 5120).startswith("64x16 swapped split-K 3")  # 80 tiles: 240 units
+    assert label(8, 4096, 11008).startswith("64x8 swapped split-K 2")   # 64 tiles: 128 units
+    for kw in (dict(m=33), dict(ta=True), dict(pad=8), dict(dt="float32")):
+        assert "swapped" not in label(**{"m": 8, "n": 8192, "k": 8192, **kw}), kw
+    monkeypatch.setattr(hopper, "SWAP", False)
+    assert "swapped" not in label(1, 8192, 8192)
+    # the splits fill the rounds: whole ones where they can, the fewest within SWAP_FILL
+    cfg = hopper.SWAP_CONFIGS[0]
+    assert [hopper.swap_splits(cfg, n, 8, 4096, 132) for n in (8192, 4096, 5120, 11008)] == [1, 2, 3, 3]

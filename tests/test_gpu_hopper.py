@@ -90,3 +90,48 @@ def test_each_hopper_configuration_alone(i, layout):
     for m, n, k in ((2056, 2312, 1096), (264, 200, 136), (1000, 3000, 520)):
         r = verify.check(v, m, n, k, layout=layout, dtype="bfloat16")
         assert r.ok, (cfg, r)
+
+
+@pytest.mark.skipif(not _sm90(), reason="wgmma needs an sm_90 GPU")
+@pytest.mark.parametrize("layout", ["NN", "NT"])
+@pytest.mark.parametrize("i", range(len(hopper.SWAP_CONFIGS)))
+def test_each_swapped_decode_tile_alone(i, layout):
+    # C^T = B^T A^T on a 64 x bn tile (A row-major: A^T is a k-major B), forced, whole and split
+    # along K: rows up to bn, ragged N and K, B's rows slow too, 16-bit and float32 out
+    cfg = hopper.SWAP_CONFIGS[i]
+    for splits in (1, 3):
+        v = numba_tc.variant_from(cfg, f"hopper_swap{i}_s{splits}", splits=splits)
+        for m, n, k, dt, out in ((cfg.bn, 1000, 1096, "bfloat16", "bfloat16"), (max(1, cfg.bn - 5), 4104, 520, "float16", "float32"),
+                                 (1, 200, 4000, "bfloat16", "float32")):
+            r = verify.check(v, m, n, k, layout=layout, dtype=dt, out_dtype=out)
+            assert r.ok, (cfg, splits, r)
+
+
+@pytest.mark.skipif(not _sm90(), reason="wgmma needs an sm_90 GPU")
+def test_auto_swaps_decode_products_with_their_epilogue():
+    # few rows of a row-major A (more than one: one row with a k-major B is gemv's): `auto` runs
+    # C^T = B^T A^T on a narrow tile, a split among them;
+    # a bias, an activation and a user's epilogue reading C-shaped array at (row, col) see C's
+    # element, not its transpose's; a column-major A keeps the plain tile
+    torch = pytest.importorskip("torch")
+    from numba import cuda
+
+    @cuda.jit(device=True)
+    def scaled_residual(acc, row, col, res, scale):
+        return acc + scale * res[row, col]
+    for m, n, k in ((2, 8192, 4096), (7, 4096, 11008), (32, 8192, 2048), (17, 5120, 5120), (3, 1000, 4000)):
+        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)          # a linear layer's weight
+        for b in (w.T, w.T.contiguous()):
+            bias, res = torch.randn(n, device="cuda"), torch.randn(m, n, device="cuda")
+            assert "swapped" in numba_tc.explain(a, b) or max(b.stride()) * 2 % 32 == 16, (m, n, k)   # (B's rows slow)
+            ref = a.double() @ b.double()
+            out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+            numba_tc.gemm(a, b, out=out, bias=bias, activation="relu")
+            want = torch.relu(ref + bias.double())
+            assert float(torch.linalg.norm(out.double() - want) / torch.linalg.norm(want)) < 1e-2, (m, n, k)
+            got = numba_tc.gemm(a, b, epilogue=scaled_residual, epilogue_args=(res, 0.5))
+            want = ref + 0.5 * res.double()
+            assert float(torch.linalg.norm(got.double() - want) / torch.linalg.norm(want)) < 1e-2, (m, n, k)
+    a = torch.randn(64, 8, device="cuda", dtype=torch.bfloat16).T            # column-major A
+    assert "swapped" not in numba_tc.explain(a, torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16))

@@ -84,6 +84,19 @@ def test_the_tail_split_kernel_keeps_both_stores_out_of_local_memory(cfg):
     assert c.count("UTMASTG") > 0 and c.count("STG.E.64") > 0
 
 
+@pytest.mark.parametrize("cfg", hopper.SWAP_CONFIGS, ids=lambda c: f"64x{c.bn}")
+@pytest.mark.parametrize("split", [False, True])
+def test_the_swapped_decode_tiles_use_narrow_wgmma_and_no_local_memory(cfg, split):
+    # C^T = B^T A^T: B^T an mn-major A (read transposed), A^T a k-major B, m64nNk16 with N the
+    # few rows of C, C's transpose stored from registers (no TMA store)
+    k = hopper.wgmma_kernel(cfg, "bfloat16", "float32" if split else "bfloat16", True, True, False, False, PLAIN,
+                            split, False, None, False, True)
+    c = compile_cubin(k, cc=(9, 0, "a"))
+    assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
+    assert f"HGMMA.64x{cfg.bn}x16.F32.BF16" in c.sass and ".tnspA" in c.sass and ".tnspB" not in c.sass
+    assert c.count("UTMASTG") == 0 and c.count("UTMALDG") > 0
+
+
 @pytest.mark.parametrize("boxes", [1, 4])
 def test_output_box_ring(boxes):
     # a box is rewritten only once the TMA store that used it EB boxes ago has read it

@@ -195,6 +195,12 @@ extern "C" __device__ int wgmma_wait(int* ret, int n) {
 
 // The accumulator register lists: D<N> is "{%0, .., %(N/2-1)}", ACC<N>(d, o) binds them to
 // d[o], .., d[o + N/2 - 1]; the descriptors and scale-d follow as %(N/2), %(N/2+1), %(N/2+2).
+#define D8 "{%0,%1,%2,%3}"
+#define ACC8(d, o) "+f"(d[o + 0]), "+f"(d[o + 1]), "+f"(d[o + 2]), "+f"(d[o + 3])
+#define D16 "{%0,%1,%2,%3,%4,%5,%6,%7}"
+#define ACC16(d, o) ACC8(d, o), ACC8(d, o + 4)
+#define D32 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}"
+#define ACC32(d, o) ACC16(d, o), ACC16(d, o + 8)
 #define D64 "{" \
     "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15," \
     "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31" \
@@ -285,6 +291,10 @@ extern "C" __device__ int wgmma_m64n##N##k16(int* ret, float* d, int o, u64 da, 
     return 0;                                                                                  \
 }
 WGMMA_SHAPES(WGMMA)
+// Narrow widths, 16-bit inputs only: a swapped decode product's few rows of C (hopper.SWAP_CONFIGS).
+WGMMA(8, "4", "5", "6")
+WGMMA(16, "8", "9", "10")
+WGMMA(32, "16", "17", "18")
 #undef WGMMA
 
 // fp8 (PTX ISA 9.7.15.5, .e4m3 / .e5m2 inputs): D[64 x N] (+)= A[64 x 32] * B[32 x N], both operands
