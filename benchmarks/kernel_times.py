@@ -16,17 +16,20 @@ REPS = 20
 
 
 def kernel_us(fn):
-    """{kernel name: mean microseconds a call} over REPS calls of ``fn``."""
+    """{"launch i: kernel name": mean microseconds} over REPS calls of ``fn``: the i-th GPU
+    activity of each call (a plan's launches all carry one kernel name)."""
     fn()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(REPS):
             fn()
         torch.cuda.synchronize()
+    gpu = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA),
+                 key=lambda e: e.time_range.start)
+    per = max(1, len(gpu) // REPS)
     total = defaultdict(float)
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            total[e.name] += e.device_time / REPS      # microseconds
+    for i, e in enumerate(gpu):
+        total[f"launch {i % per}: {e.name}"] += e.device_time / REPS      # microseconds
     return dict(total)
 
 
@@ -45,7 +48,7 @@ def main():
         for who, fn in (("numba_tc", lambda: numba_tc.gemm(a, b, args.variant, out=out)),
                         ("cuBLAS", lambda: torch.matmul(a, b, out=ref))):
             times = kernel_us(fn)
-            for name, us in sorted(times.items(), key=lambda kv: -kv[1]):
+            for name, us in times.items():
                 print(f"  {who:>8} {us:8.1f} us  {name[:110]}")
             print(f"  {who:>8} {sum(times.values()):8.1f} us  (kernels, summed)", flush=True)
 

@@ -1307,7 +1307,7 @@ def swap_splits(cfg: WgmmaConfig, m: int, n: int, k: int, slots: int) -> int:
     fix-up costs little (few rows); measured on the H100 over 18 shapes, the best or within 2%
     of it on all but one (results/tune_swap_h100.log)."""
     tiles, ktiles, fills = split_units(cfg, m, n, k, 1)[0], max(1, cdiv(k, cfg.bk)), []
-    for s in range(1, ktiles // MIN_SPLIT_SLICES + 1):
+    for s in range(1, max(1, ktiles // MIN_SPLIT_SLICES) + 1):
         units = tiles * s
         if units > 4 * slots and fills:
             break

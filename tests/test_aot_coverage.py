@@ -208,6 +208,7 @@ def test_decode_products_swap_onto_narrow_tiles(fake_driver, monkeypatch):
     assert label(32, 8192, 8192) == "64x32 swapped"
     assert label(16, 5120, 5120).startswith("64x16 swapped split-K 3")  # 80 tiles: 240 units
     assert label(8, 4096, 11008).startswith("64x8 swapped split-K 2")   # 64 tiles: 128 units
+    assert label(8, 256, 40) == "64x8 swapped"                          # K of one slice: no split
     for kw in (dict(m=33), dict(ta=True), dict(pad=8), dict(dt="float32")):
         assert "swapped" not in label(**{"m": 8, "n": 8192, "k": 8192, **kw}), kw
     monkeypatch.setattr(hopper, "SWAP", False)
