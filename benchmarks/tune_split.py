@@ -3,6 +3,9 @@ same rounds, beside the cost model's estimate (``hopper.estimate``) and its choi
 model's constants are calibrated on (benchmarks/NOTES.md, session 12).
 
     python benchmarks/tune_split.py --json benchmarks/results/tune_split_h100.json
+    python benchmarks/tune_split.py --swapped --tiles none --splits 1 2 3 4 --shapes 8x4096x11008 ...
+
+``chosen``: ``pick_config``'s pick among the unswapped tiles; ``auto``: what ``gemm`` runs.
 """
 from __future__ import annotations
 
@@ -45,11 +48,13 @@ def main(argv=None):
         slow_b = not tma_rows_fast(b.data_ptr(), b.stride(0), 2)
         chosen = hopper.pick_config(hopper.RUNG7_CONFIGS, m, n, k, slow_b, sms)
         ref = a.double() @ b.double()
-        print(f"{s:>16} auto: {numba_tc.explain(a, b, out=out)}", flush=True)
+        auto = numba_tc.explain(a, b, out=out)
+        print(f"{s:>16} auto: {auto}", flush=True)
         narrow = [c for c in hopper.SWAP_CONFIGS if c.bn >= m][:1] if args.swapped and m <= hopper.SWAP_ROWS else []
         for cfg in hopper.RUNG7_CONFIGS + tuple(narrow):
             swap = cfg in narrow                    # C^T = B^T A^T: the model's M and N swap
-            if not swap and args.tiles and f"{cfg.bm}x{cfg.bn}" + (f"c{cfg.cluster}" if cfg.cluster > 1 else "") not in args.tiles:
+            name = f"{cfg.bm}x{cfg.bn}" + (f"c{cfg.cluster}" if cfg.cluster > 1 else "")
+            if not swap and args.tiles and name not in args.tiles:
                 continue
             ktiles = cdiv(k, cfg.bk)
             for sp in args.splits:
@@ -67,7 +72,8 @@ def main(argv=None):
                      "splits": sp,
                      "ms": ms, "cublas_ms": cms, "ratio": cms / ms, "rel_err": err,
                      "model_ms": 1e3 * hopper.estimate(cfg, mm, nn, k, sp, sms),
-                     "chosen": (cfg, sp) == chosen, "slow_b": slow_b, "commit": bench.commit_id()}
+                     "chosen": not swap and (cfg, sp) == chosen, "auto": auto, "slow_b": slow_b,
+                     "commit": bench.commit_id()}
                 rows.append(r)
                 print(f"{s:>16} {r['tile']:>7} c{cfg.cluster} s{sp:<3} {ms * 1e3:8.1f} us  ratio {r['ratio']:.3f}  "
                       f"model {r['model_ms'] * 1e3:8.1f} us{'  <- chosen' if r['chosen'] else ''}"

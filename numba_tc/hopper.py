@@ -83,7 +83,8 @@ from .primitives import (cluster_ctarank, cluster_sync, cp_async16, cp_async_com
                          named_barrier, setmaxnreg_dec, setmaxnreg_inc, smem_addr, sts_out2, sts_v4u32, tf32_rn,
                          tma_load_2d, tma_load_2d_multicast, tma_load_3d, tma_prefetch_map, tma_store_2d,
                          tma_store_3d, tma_store_commit, tma_store_wait_all, tma_store_wait_read,
-                         wgmma_commit, wgmma_fence, wgmma_m64n8k16, wgmma_m64n16k16, wgmma_m64n32k16, wgmma_m64n128k16, wgmma_m64n128k32_f8,
+                         wgmma_commit, wgmma_fence, wgmma_m64n8k16, wgmma_m64n16k16, wgmma_m64n32k16,
+                         wgmma_m64n128k16, wgmma_m64n128k32_f8,
                          wgmma_m64n128k8_tf32, wgmma_m64n192k16, wgmma_m64n192k32_f8, wgmma_m64n192k8_tf32,
                          wgmma_m64n256k16, wgmma_m64n256k32_f8, wgmma_m64n256k8_tf32, wgmma_m64n64k16,
                          wgmma_m64n64k32_f8, wgmma_m64n64k8_tf32, wgmma_m64n64k8_tf32_rs, wgmma_m64n128k8_tf32_rs,
@@ -1330,7 +1331,8 @@ def _narrow_swap(pool, a, b, m: int, n: int, keq: int, sms: int, out_bytes: int)
     if SWAP:
         return cfg, s
     cp, sp = pick_config(pool, m, n, keq, False, sms, True, out_bytes)
-    return (cfg, s) if estimate(cfg, n, m, keq, s, sms, out_bytes) < TIE * estimate(cp, m, n, keq, sp, sms, out_bytes) else None
+    faster = estimate(cfg, n, m, keq, s, sms, out_bytes) < TIE * estimate(cp, m, n, keq, sp, sms, out_bytes)
+    return (cfg, s) if faster else None
 
 
 def _b_by_producer(pool, m: int, n: int, keq: int, sms: int, split: bool, out_bytes: int):
@@ -1629,8 +1631,7 @@ RUNG7_CONFIGS = tuple(RUNG7.replace(**kw) for kw in (
     {}, dict(bn=192), dict(bn=128, max_stages=6), dict(bm=64, consumers=1), dict(cluster=2),
     dict(bn=128, max_stages=6, cluster=2), dict(bm=64, bn=128, consumers=1, max_stages=8), dict(bn=192, cluster=2)))
 # The swapped decode tiles (``SWAP``): one consumer, C's transpose stored from registers, as deep
-# a ring as shared memory holds (a stage is 9-12 KiB; what an SM streams is bound by the bytes it
-# has in flight: with 12 stages 64 SMs read 4096 x 4096 at three quarters of 128 SMs' speed).
+# a ring as shared memory holds (a stage is 9-12 KiB).
 SWAP_CONFIGS = tuple(RUNG7.replace(bm=64, bn=w, consumers=1, tma_store=False, max_stages=24) for w in (8, 16, 32))
 
 # A batched product of one or two K slices per tile (attention's Q K^T) is bound by storing C:
@@ -1688,7 +1689,8 @@ RUNGS = [
              "B tile and TMA multicasts it to both (half the B traffic from L2)"),
     _variant("hopper", 7, RUNG7_CONFIGS, "epilogue through shared memory: 128B-swizzled boxes written "
              "by TMA stores (coalesced, asynchronous, clipped at the edges); per problem (a cost model), "
-             "the tile (128x256, 128x192, 128x128, 64x256 or 64x128), B multicast where its rows are not 32-byte "
+             "the tile (128x256, 128x192, 128x128, 64x256 or 64x128; decode products of at most 32 rows swapped, "
+             "C^T = B^T A^T, onto 64x8 to 64x32 tiles), B multicast where its rows are not 32-byte "
              "aligned, split-K where tiles are too few or for a last, partial round's tiles alone (partial sums "
              "added in a fixed order, then the epilogue), "
              "and a copy to a readable pitch for operands TMA cannot read; fp8 inputs (e4m3, e5m2) on the "

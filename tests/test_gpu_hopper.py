@@ -101,8 +101,8 @@ def test_each_swapped_decode_tile_alone(i, layout):
     cfg = hopper.SWAP_CONFIGS[i]
     for splits in (1, 3):
         v = numba_tc.variant_from(cfg, f"hopper_swap{i}_s{splits}", splits=splits)
-        for m, n, k, dt, out in ((cfg.bn, 1000, 1096, "bfloat16", "bfloat16"), (max(1, cfg.bn - 5), 4104, 520, "float16", "float32"),
-                                 (1, 200, 4000, "bfloat16", "float32")):
+        for m, n, k, dt, out in ((cfg.bn, 1000, 1096, "bfloat16", "bfloat16"),
+                                 (max(1, cfg.bn - 5), 4104, 520, "float16", "float32"), (1, 200, 4000, "bfloat16", "float32")):
             r = verify.check(v, m, n, k, layout=layout, dtype=dt, out_dtype=out)
             assert r.ok, (cfg, splits, r)
 
