@@ -8,6 +8,7 @@ float64 first (NaN-poisoned).
     python benchmarks/ab_plan.py --flag SLOW_ROWS_COPY --values None False a b [--shapes MxNxK ...]
     python benchmarks/ab_plan.py --tiles "bm=64,bn=128,consumers=1,max_stages=8:2" "bn=192:3" --shapes ...
     python benchmarks/ab_plan.py --dtype tf32 --flag REGS_A --values True False --shapes 4096x4096x4096
+    python benchmarks/ab_plan.py --layout NT --flag SWAP --values None False --shapes 8x4096x11008
 """
 import argparse
 import ast
@@ -53,6 +54,7 @@ def main():
     p.add_argument("--tiles", nargs="+", default=[], help='fixed tiles: "key=value,...[:splits]"')
     p.add_argument("--dtype", default="bfloat16")
     p.add_argument("--shapes", nargs="+", default=SHAPES)
+    p.add_argument("--layout", default="NN", choices=["NN", "NT"], help="NT: B column-major (x @ w.t())")
     args = p.parse_args()
     vals = [value(v) for v in args.values]
     cands = (flag_candidates(args.flag, vals) if args.flag else []) + (tile_candidates(args.tiles) if args.tiles else [])
@@ -62,7 +64,8 @@ def main():
     kw, tol = ({"allow_tf32": True}, 1e-3) if tf32 else ({}, 1e-2)
     for s in args.shapes:
         m, n, k = (int(x) for x in s.split("x"))
-        a, b = torch.randn(m, k, device="cuda", dtype=dt), torch.randn(k, n, device="cuda", dtype=dt)
+        a = torch.randn(m, k, device="cuda", dtype=dt)
+        b = torch.randn(n, k, device="cuda", dtype=dt).t() if args.layout == "NT" else torch.randn(k, n, device="cuda", dtype=dt)
         ref = a.double() @ b.double()
         fns, names = [], []
         for name, v, setting in cands:

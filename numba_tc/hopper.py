@@ -1318,11 +1318,14 @@ def swap_splits(cfg: WgmmaConfig, m: int, n: int, k: int, slots: int) -> int:
     return next(s for f, s in fills if f >= SWAP_FILL * top)
 
 
-def _narrow_swap(pool, a, b, m: int, n: int, keq: int, sms: int, out_bytes: int):
+def _narrow_swap(pool, a, b, m: int, n: int, keq: int, sms: int, out_bytes: int, forced=None):
     """(tile, splits) of the swapped decode product (``SWAP``) for a 16-bit ``a`` and ``b``, or
     None: where A is row-major (A^T is then a k-major B), both are read by TMA as they are, B's
     rows fast, and the cost model ranks the swapped product (split by ``swap_splits``) faster
-    than the best of ``pool``."""
+    than the best of ``pool``. ``forced`` (a variant's fixed tile and splits): those, where the
+    tile is one of ``SWAP_CONFIGS``."""
+    if forced:
+        return forced if forced[0] in SWAP_CONFIGS else None
     if (SWAP is False or m > SWAP_ROWS or a.trans or not tma_rows_fast(b.ptr, b.ld, b.itemsize)
             or any(tma_requirements(x.ptr, x.ld, x.itemsize) for x in (a, b))):
         return None
@@ -1397,10 +1400,8 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
             async_b, cfg, splits = _b_by_producer(pool, m, n, keq, driver.sm_count(dev), split, c.itemsize)
         mc, nc = m, n                          # C's shape (the kernel's is its transpose's if swapped)
         swap = not async_b and _swaps(kdt, a, b)
-        narrow = None                          # a swapped decode tile and its splits (forced: as given)
-        if split and not swap and kdt in _IN:
-            narrow = (_narrow_swap(pool, a, b, m, n, keq, driver.sm_count(dev), c.itemsize) if forced is None
-                      else (cfg, splits) if cfg in SWAP_CONFIGS else None)
+        narrow = (split and not swap and kdt in _IN        # a swapped decode tile and its splits
+                  and _narrow_swap(pool, a, b, m, n, keq, driver.sm_count(dev), c.itemsize, forced and (cfg, splits)))
         if swap or narrow:                     # C^T = B^T A^T: A^T k-major (tf32: B^T through registers)
             a, b, m, n, swap = b.transposed(), a.transposed(), n, m, True
             cfg, splits = narrow or (cfg, splits)
@@ -1439,7 +1440,6 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
         fn = driver.load(k, dev)
         resident = resident or _resident(cfg, fn, dev)
         ea, eb = operand_maps(cfg, *ops)
-
         ldb = b.ld if async_b else 0
 
         def args(ws, pa, pb, pc, *ep):
@@ -1451,16 +1451,20 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
                         *(ep[:nep] if nep else (0,)))
             return (ma, mb, encode(pc, *ec) if ec else _NO_MAP, pc, m, n, kk, c.ld, kper, 1, 0, pb, ldb,
                     ws + planes if tail else 0, tail[0] if tail else 0, *ep)
-        label = (f"{cfg.bm}x{cfg.bn}" + (f" cluster {cfg.cluster}" if cfg.cluster > 1 else "")
-                 + (" cp.async b" if async_b else "") + (" swapped" if swap else "") + (f" split-K {splits}" if splits > 1
-                 else "") + (f", last {tail[1]} tiles split-K {tail[3]}" if tail else ""))
         steps.append(Step(k, tail[4] if tail else work_plan(cfg, units, resident), cfg.threads,
                           args if total else lambda *v: args(0, *v), smem=cfg.smem_bytes, cluster=cfg.cluster,
-                          fn=fn, workspace=total, label=label, dependent=bool(steps)))
+                          fn=fn, workspace=total, label=_label(cfg, async_b, swap, splits, tail), dependent=bool(steps)))
         if splits > 1 or tail:
             steps.append(_fixup_step(c, epi, cfg, dev, total, planes, ldw, splits, tail))
         return steps
     return plan
+
+
+def _label(cfg: WgmmaConfig, async_b: bool, swap: bool, splits: int, tail) -> str:
+    """What ``explain`` says the product's launch runs, e.g. "64x8 swapped split-K 2"."""
+    return (f"{cfg.bm}x{cfg.bn}" + (f" cluster {cfg.cluster}" if cfg.cluster > 1 else "") + (" cp.async b" if async_b else "")
+            + (" swapped" if swap else "") + (f" split-K {splits}" if splits > 1 else "")
+            + (f", last {tail[1]} tiles split-K {tail[3]}" if tail else ""))
 
 
 def _resident(cfg: WgmmaConfig, fn, dev) -> int:
