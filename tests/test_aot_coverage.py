@@ -211,6 +211,9 @@ def test_decode_products_swap_onto_narrow_tiles(fake_driver, monkeypatch):
     assert label(8, 256, 40) == "64x8 swapped"                          # K of one slice: no split
     for kw in (dict(m=33), dict(ta=True), dict(pad=8), dict(dt="float32")):
         assert "swapped" not in label(**{"m": 8, "n": 8192, "k": 8192, **kw}), kw
+    forced = numba_tc.variant_from(hopper.SWAP_CONFIGS[1], "swap_forced", splits=2)   # (tune_split's)
+    ops = [_operand(r, c, False, "bfloat16", (0, 0), base << 32) for r, c, base in ((4, 512, 1), (512, 8192, 2), (4, 8192, 3))]
+    assert [st.label for st in forced.plan(*ops, 0)] == ["64x16 swapped split-K 2", "fixup"]
     monkeypatch.setattr(hopper, "SWAP", False)
     assert "swapped" not in label(1, 8192, 8192)
     # the splits fill the rounds: whole ones where they can, the fewest within SWAP_FILL
