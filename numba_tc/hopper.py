@@ -1040,6 +1040,8 @@ TAIL = None
 # through the tensor cores (cuBLAS's decode kernels are such 64x8 to 64x32 tiles:
 # benchmarks/results/kernel_times_h100.log). Where the cost model ranks it faster by ``TIE``;
 # ``SWAP``: None, the model's choice; False, never; True, wherever it may (A/B runs, tests).
+# SWAP_ROWS: at 64 rows the swapped 64x64 tile lost to 64x128 on 5 of 6 shapes (an H200's
+# results/tune_decode_h200.log). SWAP_FILL: ``swap_splits``' margin on how full the rounds are.
 SWAP = None
 SWAP_ROWS = 32
 SWAP_FILL = 0.97
