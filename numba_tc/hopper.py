@@ -32,7 +32,9 @@ configuration that switches on what its note says:
    partial sums in scratch, added in a fixed order by ``fixup``, which then applies the
    epilogue), or whether only the tiles of a last, partial round are split (a tail split,
    ``pick_tail``: whole rounds of whole tiles first); operands TMA cannot read are first copied
-   to a pitch it can (``repack``).
+   to a pitch it can (``repack``). A decode product (at most 32 rows of a row-major A) runs
+   swapped, C^T = B^T A^T, on 64x8 to 64x32 tiles (``SWAP``, ``_narrow_swap``): N on the tile's
+   64 rows, C's rows the wgmma's narrow width, as cuBLAS's decode kernels do.
 
 Stream-K over the last, partial round of a persistent grid (equal K runs per SM, at different
 offsets) was built and measured in session 8 and lost on every shape it touched
