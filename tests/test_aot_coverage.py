@@ -195,7 +195,7 @@ def test_slow_rows_are_copied_where_the_model_says_the_copy_pays(fake_driver, mo
 def test_decode_products_swap_onto_narrow_tiles(fake_driver, monkeypatch):
     """At most ``SWAP_ROWS`` rows of a row-major A, 16-bit: C^T = B^T A^T on the narrowest 64 x bn
     tile that holds the rows, split so that the units fill the grid's rounds (as measured:
-    results/tune_swap_h100.log, ab_swap_h100.log); more rows, a column-major A, B's rows slow or
+    results/tune_swap_h100.log, ab_swap_heldout_h100.log); more rows, a column-major A, B's rows slow or
     tf32 inputs keep the other tiles, and ``SWAP`` False turns it off."""
     from numba_tc import api, hopper
     v = api.get_variant("hopper")
