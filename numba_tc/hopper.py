@@ -1058,6 +1058,14 @@ HALVES = 0.925                      # a promoted tile added in halves waits twic
                                     # benchmarks/results/ab_fp8_halves_h100.log)
 
 
+def split_counts(ktiles: int, most: int):
+    """The K splits worth trying of ``ktiles`` slices: 1, then up to ``most`` with at least
+    ``MIN_SPLIT_SLICES`` slices each, leaving out counts whose units a smaller one already makes
+    (every split gets ``cdiv(ktiles, s)`` slices: 7 ways of 8 slices is 4 of 2)."""
+    top = max(1, min(most, ktiles // MIN_SPLIT_SLICES))
+    return [s for s in range(1, top + 1) if s == 1 or cdiv(ktiles, cdiv(ktiles, s)) == s]
+
+
 def split_units(cfg: WgmmaConfig, m: int, n: int, k: int, splits: int):
     """(tiles, K slices per split, units) of a problem split ``splits`` ways along K (at most:
     every split gets at least one slice, so a few may merge)."""
@@ -1156,10 +1164,7 @@ def pick_config(cfgs, m: int, n: int, k: int, slow_b: bool, sms: int, split: boo
     best = None
     for cfg in pool:
         ktiles = max(1, cdiv(k, cfg.bk))
-        top = max(1, min(sms, ktiles // MIN_SPLIT_SLICES)) if split and cfg.persistent else 1
-        for s in range(1, top + 1):
-            if s > 1 and cdiv(ktiles, cdiv(ktiles, s)) != s:
-                continue                    # the same units as a smaller split
+        for s in split_counts(ktiles, sms if split and cfg.persistent else 1):
             t = (cost or estimate)(cfg, m, n, k, s, sms, out_bytes)
             if best is None or t < TIE * best[0]:
                 best = (t, cfg, s)
@@ -1311,13 +1316,10 @@ def swap_splits(cfg: WgmmaConfig, m: int, n: int, k: int, slots: int) -> int:
     SM's share of HBM per unit, so a short last round runs at the few SMs' speed and a split's
     fix-up costs little (few rows); measured on the H100 over 18 shapes, the best or within 2%
     of it on all but one (results/tune_swap_h100.log)."""
-    tiles, ktiles, fills = split_units(cfg, m, n, k, 1)[0], max(1, cdiv(k, cfg.bk)), []
-    for s in range(1, max(1, ktiles // MIN_SPLIT_SLICES) + 1):
+    tiles, fills = split_units(cfg, m, n, k, 1)[0], []
+    for s in split_counts(max(1, cdiv(k, cfg.bk)), 4 * slots // tiles):
         units = tiles * s
-        if units > 4 * slots and fills:
-            break
-        if s == 1 or cdiv(ktiles, cdiv(ktiles, s)) == s:
-            fills.append((units / (cdiv(units, slots) * slots), s))
+        fills.append((units / (cdiv(units, slots) * slots), s))
     top = max(f for f, _ in fills)
     return next(s for f, s in fills if f >= SWAP_FILL * top)
 
