@@ -58,7 +58,7 @@ def main(argv=None):
                 continue
             ktiles = cdiv(k, cfg.bk)
             for sp in args.splits:
-                if sp > 1 and (ktiles // sp < hopper.MIN_SPLIT_SLICES or cdiv(ktiles, cdiv(ktiles, sp)) != sp):
+                if sp not in hopper.split_counts(ktiles, sp):
                     continue
                 mm, nn = (n, m) if swap else (m, n)
                 if hopper.split_units(cfg, mm, nn, k, sp)[2] > 4 * sms:
