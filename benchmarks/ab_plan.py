@@ -1,12 +1,14 @@
 """Planning choices of ``hopper`` A/B'd on 16-bit problems (``--dtype tf32``: float32 inputs as tf32): ``auto`` as a planning flag's values
 plan it (``--flag``: a module constant of ``numba_tc.hopper`` read when a call is planned; each
 value its own variant, planned at its first call with the flag set) and fixed tiles of the top
-rung (``--tiles``: "key=value,..." of ``hopper.RUNG7.replace``, then ":splits"), against cuBLAS,
+rung (``--tiles``: "key=value,..." of ``hopper.RUNG7.replace``, then ":splits", then "@FLAG=value"
+planning flags), against cuBLAS,
 timed interleaved on the same torch tensors through ``gemm()``; each result checked against
 float64 first (NaN-poisoned).
 
     python benchmarks/ab_plan.py --flag SLOW_ROWS_COPY --values None False a b [--shapes MxNxK ...]
     python benchmarks/ab_plan.py --tiles "bm=64,bn=128,consumers=1,max_stages=8:2" "bn=192:3" --shapes ...
+    python benchmarks/ab_plan.py --tiles "bm=192,bn=192,consumers=3,regs=40/152,cluster=2@SLOW_ROWS_COPY=a"
     python benchmarks/ab_plan.py --dtype tf32 --flag REGS_A --values True False --shapes 4096x4096x4096
     python benchmarks/ab_plan.py --layout NT --flag SWAP --values None False --shapes 8x4096x11008
 """
@@ -37,13 +39,17 @@ def flag_candidates(flag, values):
 
 
 def tile_candidates(specs):
-    """[(name, variant, {})]: ``auto``, then each fixed tile as the top rung runs it."""
+    """[(name, variant, {flag: value})]: ``auto``, then each fixed tile as the top rung runs it,
+    planned under the flags after its "@" (a pair as "40/152")."""
     out = [("auto", "auto", {})]
     for spec in specs:
-        fields, _, splits = spec.partition(":")
-        cfg = hopper.RUNG7.replace(**{k: int(v) for k, v in (kv.split("=") for kv in fields.split(",") if kv)})
-        name = "abt_" + spec.replace(",", "_").replace("=", "").replace(":", "_s")
-        out.append((spec, numba_tc.variant_from(cfg, name, splits=int(splits or 1)), {}))
+        tile, *flags = spec.split("@")
+        fields, _, splits = tile.partition(":")
+        kw = {k: tuple(int(x) for x in v.split("/")) if "/" in v else int(v)
+              for k, v in (kv.split("=") for kv in fields.split(",") if kv)}
+        name = "abt_" + "".join(ch if ch.isalnum() else "_" for ch in spec)
+        out.append((spec, numba_tc.variant_from(hopper.RUNG7.replace(**kw), name, splits=int(splits or 1)),
+                    {f: value(v) for f, v in (x.split("=") for x in flags)}))
     return out
 
 

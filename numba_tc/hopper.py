@@ -1000,7 +1000,8 @@ OVERLAP = 0.3                       # the share of the shorter of math and memor
 # 64x128's efficiency: 0.535 fit the 1024^3 A/B (session 24) but put it behind 128x128 split-K
 # where few rows are memory-bound; 0.75 keeps 1024^3 and measured faster on 24 of 27 such shapes
 # (96x5120x5120 0.790 -> 0.930, 64x8192x8192 0.826 -> 0.981; results/ab_eff64x128*_h100.log).
-TILE_EFFICIENCY = {(128, 256): 1.0, (128, 192): 0.95, (128, 128): 0.85, (64, 256): 0.8, (64, 128): 0.75}
+TILE_EFFICIENCY = {(128, 256): 1.0, (128, 192): 0.95, (128, 128): 0.85, (64, 256): 0.8, (64, 128): 0.75,
+                   (192, 192): 1.01}
 # tf32 with an n-major B: the producer can copy it k-major by cp.async (``_async_loader``) instead
 # of a transposing pass over B before the kernel (``repack.gather_kernel``). It copies and
 # transposes at about ASYNC_RATE elements a second an SM (per tile; 256x128 at 4096^3: 0.51x
@@ -1064,6 +1065,13 @@ def split_counts(ktiles: int, most: int):
     (every split gets ``cdiv(ktiles, s)`` slices: 7 ways of 8 slices is 4 of 2)."""
     top = max(1, min(most, ktiles // MIN_SPLIT_SLICES))
     return [s for s in range(1, top + 1) if s == 1 or cdiv(ktiles, cdiv(ktiles, s)) == s]
+
+
+def splittable(cfg: WgmmaConfig) -> bool:
+    """Whether the planner may split K on ``cfg``: persistent tiles of one or two consumers. A
+    192-row tile's split measured slower than the tiles it displaced on both shapes tried
+    (2560x2560x16384, 1536x1536x8200: benchmarks/results/ab_eff192_aligned_h100.log)."""
+    return cfg.persistent and cfg.consumers < 3
 
 
 def split_units(cfg: WgmmaConfig, m: int, n: int, k: int, splits: int):
@@ -1164,7 +1172,7 @@ def pick_config(cfgs, m: int, n: int, k: int, slow_b: bool, sms: int, split: boo
     best = None
     for cfg in pool:
         ktiles = max(1, cdiv(k, cfg.bk))
-        for s in split_counts(ktiles, sms if split and cfg.persistent else 1):
+        for s in split_counts(ktiles, sms if split and splittable(cfg) else 1):
             t = (cost or estimate)(cfg, m, n, k, s, sms, out_bytes)
             if best is None or t < TIE * best[0]:
                 best = (t, cfg, s)
@@ -1365,6 +1373,12 @@ def scaled_pool(cfgs, scales):
     return list(cfgs)
 
 
+def typed_pool(cfgs, kdt: str):
+    """The configurations inputs computed as ``kdt`` choose from: 192-row tiles (three consumers)
+    for 16-bit inputs only, the type they were measured on."""
+    return [c for c in cfgs if c.consumers < 3 or kdt in ("float16", "bfloat16")] or list(cfgs)
+
+
 def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, splits=None, fp8_cfgs=()):
     """A rung's planner: its configuration (of several, with ``split``: and the K splits, the
     pair ``pick_config`` chooses for the problem), kernel, tensor maps and grid. ``readable``:
@@ -1388,7 +1402,7 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
             return _batched_steps(cfgs, a, b, c, dev, epi, batch, resident) if ok else None
         m, n, kk = c.rows, c.cols, a.cols
         fp8 = a.dtype in layout.FP8
-        pool = fp8_cfgs if fp8 and fp8_cfgs else cfgs
+        pool = typed_pool(fp8_cfgs if fp8 and fp8_cfgs else cfgs, kdt)
         if fp8 and epi.scales is None:
             raise ValueError("fp8 inputs need their scales: gemm(a, b, scale_a=..., scale_b=...) (float32 "
                              "device arrays: one value each, or block-wise (M, K/128) and (K/128, N/128))")
@@ -1415,7 +1429,7 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
             copy = [_needs_kmajor_copy(x, i, kdt) and not (i and async_b) for i, x in enumerate((a, b))]
         else:
             copy = [readable and bool(tma_requirements(x.ptr, x.ld, x.itemsize)) for x in (a, b)]
-            if readable and forced is None and not any(copy):
+            if readable and (forced is None or SLOW_ROWS_COPY) and not any(copy):   # (A/B runs: forced tiles too)
                 copy = _slow_rows_copy(pool, a, b, m, n, keq, driver.sm_count(dev), split, c.itemsize)
         tail = None
         if forced is None and (len(pool) > 1 or split) and (swap or not chosen) and not narrow:
@@ -1574,7 +1588,7 @@ def _kernels(cfgs, top: bool, fp8_cfgs=(), forced=False):
                for cfg in cfgs for vc, tc in stores(cfg) for o in outs for ta, tb in layouts]
         if top:
             out += [wgmma_kernel(cfg, dtype, "float32", ta, tb, True, False, PLAIN, True)
-                    for cfg in cfgs if cfg.persistent for ta, tb in layouts]
+                    for cfg in cfgs if splittable(cfg) for ta, tb in layouts]
             out += [fixup.fixup_kernel(o) for o in outs] + [repack.repack_kernel(dtype, v) for v in (False, True)]
             tails = [cfg for cfg in cfgs if (cfg.bm, cfg.bn) in TAIL_TILES and cfg.cluster == 1 and cfg.persistent]
             out += [wgmma_kernel(cfg, dtype, o, ta, tb, vc, tc, PLAIN, False, False, None, False, False, True)
@@ -1607,14 +1621,14 @@ def _kernels(cfgs, top: bool, fp8_cfgs=(), forced=False):
         bs = [(True, False)] + [(False, True)] * ASYNC_B          # (tb, async_b)
         tas = (False, True) if REGS_A else (False,)
         for tb, ab in bs:
-            pool = [c for c in (cfgs[:1] if forced else ASYNC_CONFIGS) if c.staged] if ab else cfgs
+            pool = [c for c in (cfgs[:1] if forced else ASYNC_CONFIGS) if c.staged] if ab else typed_pool(cfgs, "tf32")
             out += [wgmma_kernel(cfg, "tf32", "float32", ta, tb, vc, tc, PLAIN, False, False, None, ab)
                     for cfg in pool for vc, tc in stores(cfg) for ta in tas]
             out += [wgmma_kernel(cfg, "tf32", "float32", ta, tb, True, False, PLAIN, True, False, None, ab)
-                    for cfg in pool if cfg.persistent for ta in tas]
+                    for cfg in pool if splittable(cfg) for ta in tas]
         if REGS_A:
             out += [wgmma_kernel(cfg, "tf32", "float32", True, True, False, False, PLAIN, sp, False, None, False, True)
-                    for cfg in cfgs for sp in (False, True) if cfg.persistent or not sp]
+                    for cfg in typed_pool(cfgs, "tf32") for sp in (False, True) if splittable(cfg) or not sp]
         return out + [fixup.fixup_kernel("float32")]
     return kernels
 
@@ -1639,7 +1653,9 @@ RUNG7 = RUNG5.replace(tma_store=True)
 # B multicast over 128x192 tiles once A's rows are fast (``SLOW_A_TILES``).
 RUNG7_CONFIGS = tuple(RUNG7.replace(**kw) for kw in (
     {}, dict(bn=192), dict(bn=128, max_stages=6), dict(bm=64, consumers=1), dict(cluster=2),
-    dict(bn=128, max_stages=6, cluster=2), dict(bm=64, bn=128, consumers=1, max_stages=8), dict(bn=192, cluster=2)))
+    dict(bn=128, max_stages=6, cluster=2), dict(bm=64, bn=128, consumers=1, max_stages=8), dict(bn=192, cluster=2),
+    dict(bm=192, bn=192, consumers=3, regs=(40, 152), epi_boxes=1, cluster=2),
+    dict(bm=192, bn=192, consumers=3, regs=(40, 152), epi_boxes=1)))
 # The swapped decode tiles (``SWAP``): one consumer, C's transpose stored from registers, as deep
 # a ring as shared memory holds (a stage is 9-12 KiB).
 SWAP_CONFIGS = tuple(RUNG7.replace(bm=64, bn=w, consumers=1, tma_store=False, max_stages=24) for w in (8, 16, 32))

@@ -34,7 +34,8 @@ SHAPES = [(1, 4096, 4096), (1, 8192, 8192), (8, 4096, 11008), (1, 1024, 65536), 
           (4096, 32, 4096), (4096, 32, 65536), (2048, 192, 8192), (32, 4096, 65536), (4096, 64, 4096),
           (1536, 1536, 16384), (65536, 32, 512),      # (tf32: B^T A^T swapped, or A mn-major, whole and split)
           (2048, 5120, 5120), (2560, 2560, 16384),    # (the last round's tiles split: 128x256, 128x192)
-          (16, 256, 65536), (32, 1024, 65536), (24, 8192, 4096)]   # (decode swapped onto narrow tiles)
+          (16, 256, 65536), (32, 1024, 65536), (24, 8192, 4096),   # (decode swapped onto narrow tiles)
+          (3072, 1536, 4096)]                         # (192x192 tiles, B multicast where its rows are slow)
 # Each operand as (pad of the leading dimension, offset of the base in elements[, in bytes]):
 # contiguous, rows made odd, the base one element off; rows also 16 mod 32 bytes apart (TMA
 # reads them slowly: hopper multicasts B, and where both are so may copy one first); C's base
@@ -157,7 +158,7 @@ def test_the_launches_after_the_first_of_a_plan_are_dependents(fake_driver):
     # launch); then split-K; rows TMA cannot read; one launch
     cases = [((2048, 2048, 2048, 0, True), "float32", ["transpose b", "128x"]),
              ((64, 256, 65536, 0, False), "bfloat16", ["split-K", "fixup"]),
-             ((4095, 4097, 4099, 1, False), "bfloat16", ["repack a", "repack b", "128x"]),
+             ((4095, 4097, 4099, 1, False), "bfloat16", ["repack a", "repack b", "192x192"]),
              ((4096, 4096, 4096, 0, False), "bfloat16", ["128x"]),
              ((2048, 5120, 5120, 0, False), "bfloat16", ["last 56 tiles split-K 2", "tail fixup"])]
     for (m, n, k, pad, ta), dt, labels in cases:
@@ -173,8 +174,8 @@ def test_the_launches_after_the_first_of_a_plan_are_dependents(fake_driver):
 def test_slow_rows_are_copied_where_the_model_says_the_copy_pays(fake_driver, monkeypatch):
     """Both operands' rows 16 mod 32 bytes apart: the smaller is copied to whole 128-byte rows
     first where what it saves repays the pass: its full rounds at full speed, and once A's rows
-    are fast the 128x192 cluster tile, whose rounds fill the GPU better (as measured:
-    results/ab_slow_rows_h100.log, ab_slow_a_tiles_h100.log); else both are read as they lie, B
+    are fast the 192x192 cluster tile, whose rounds fill the GPU better (as measured:
+    results/ab_slow_rows_h100.log, ab_slow_a_tiles_h100.log, ab_eff192_nn_h100.log); else both are read as they lie, B
     multicast on tiles of ``SLOW_A_TILES``."""
     from numba_tc import api, hopper
     v = api.get_variant("hopper")
@@ -187,7 +188,7 @@ def test_slow_rows_are_copied_where_the_model_says_the_copy_pays(fake_driver, mo
     for shape, copies in cases:
         got = labels(*shape)
         assert got[:-1] == copies and ("cluster 2" in got[-1]) == (copies != ["repack b"]), got
-        assert ("128x192" in got[-1]) == (copies == ["repack a"]), got
+        assert ("192x192" in got[-1]) == (copies == ["repack a"]), got
     monkeypatch.setattr(hopper, "SLOW_ROWS_COPY", False)
     assert labels(4104, 4104, 4104) == ["128x256 cluster 2"]
 

@@ -108,6 +108,40 @@ def test_each_swapped_decode_tile_alone(i, layout):
 
 
 @pytest.mark.skipif(not _sm90(), reason="wgmma needs an sm_90 GPU")
+@pytest.mark.parametrize("layout", verify.LAYOUTS)
+def test_auto_takes_192_row_tiles_with_their_epilogue(layout):
+    # `auto` on shapes whose rounds 192x192 tiles fill best (three consumer warpgroups, one output
+    # box each), B's rows aligned or 16 mod 32 bytes apart (B multicast, A copied first where its
+    # rows are slow too), ragged edges; a bias, an activation and a user's epilogue reading a
+    # C-shaped array at (row, col)
+    torch = pytest.importorskip("torch")
+    from numba import cuda
+
+    @cuda.jit(device=True)
+    def scaled_residual(acc, row, col, res, scale):
+        return acc + scale * res[row, col]
+    def operand(rows, cols, trans, slow):
+        if slow:
+            return _padded(torch, rows, cols, trans, torch.bfloat16)
+        return torch.randn(cols, rows, device="cuda", dtype=torch.bfloat16).T if trans else \
+            torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16)
+    # (rows slow: A, B) aligned; B copied (its rows odd); B multicast; both slow: one copied first
+    for m, n, k, slow in ((3072, 1536, 4096, (0, 0)), (3000, 1530, 1000, (0, 0)), (3000, 3000, 2048, (0, 1)),
+                          (3072, 1536, 4096, (1, 1)), (2056, 4104, 1000, (1, 1))):
+        a, b = operand(m, k, layout[0] == "T", slow[0]), operand(k, n, layout[1] == "T", slow[1])
+        assert "192x192" in numba_tc.explain(a, b), (m, n, k, slow, numba_tc.explain(a, b))
+        bias, res = torch.randn(n, device="cuda"), torch.randn(m, n, device="cuda")
+        ref = a.double() @ b.double()
+        out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        numba_tc.gemm(a, b, out=out, bias=bias, activation="gelu")
+        want = torch.nn.functional.gelu(ref + bias.double())
+        assert float(torch.linalg.norm(out.double() - want) / torch.linalg.norm(want)) < 1e-2, (m, n, k, slow)
+        got = numba_tc.gemm(a, b, epilogue=scaled_residual, epilogue_args=(res, 0.5))
+        want = ref + 0.5 * res.double()
+        assert float(torch.linalg.norm(got.double() - want) / torch.linalg.norm(want)) < 1e-2, (m, n, k, slow)
+
+
+@pytest.mark.skipif(not _sm90(), reason="wgmma needs an sm_90 GPU")
 def test_auto_swaps_decode_products_with_their_epilogue():
     # few rows of a row-major A (more than one: one row with a k-major B is gemv's): `auto` runs
     # C^T = B^T A^T on a narrow tile, a split among them;
