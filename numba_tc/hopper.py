@@ -28,9 +28,10 @@ configuration that switches on what its note says:
    (TMA then moves a fifth more sectors per row, and B is two thirds of the traffic): there
    ``hopper`` multicasts B as rung 6 does (523 -> 758 TFLOP/s at 4096^3). Per problem, a cost
    model (``pick_config``, ``estimate``) chooses the tile (128x256, 128x192, 128x128, 64x256,
-   64x128) and how many ways K is split where tiles are too few to fill the GPU (split-K: fp32
-   partial sums in scratch, added in a fixed order by ``fixup``, which then applies the
-   epilogue), or whether only the tiles of a last, partial round are split (a tail split,
+   64x128, or 192x192 on three consumer warpgroups) and how many ways K is split where tiles
+   are too few to fill the GPU (split-K: fp32 partial sums in scratch, added in a fixed order
+   by ``fixup``, which then applies the epilogue), or whether only the tiles of a last,
+   partial round are split (a tail split,
    ``pick_tail``: whole rounds of whole tiles first); operands TMA cannot read are first copied
    to a pitch it can (``repack``). A decode product (at most 32 rows of a row-major A) runs
    swapped, C^T = B^T A^T, on 64x8 to 64x32 tiles (``SWAP``, ``_narrow_swap``): N on the tile's
@@ -997,6 +998,8 @@ FIXUP_S = 4e-6                      # the fix-up pass's launch and latency
 MIN_SPLIT_SLICES = 4                # a split takes at least this many K slices
 TIE = 0.95                          # a later choice must be estimated this much faster to win
 OVERLAP = 0.3                       # the share of the shorter of math and memory time that shows
+# 192x192's: 1.01 fits its A/B against the tiles it displaced (4096^3 c1 ~1.02, 2056x4104x3000 and
+# 3000^3 ~1.01-1.02 with B multicast; results/ab_192_tiles_first_h100.log, ab_eff192_nn_h100.log).
 # 64x128's efficiency: 0.535 fit the 1024^3 A/B (session 24) but put it behind 128x128 split-K
 # where few rows are memory-bound; 0.75 keeps 1024^3 and measured faster on 24 of 27 such shapes
 # (96x5120x5120 0.790 -> 0.930, 64x8192x8192 0.826 -> 0.981; results/ab_eff64x128*_h100.log).
@@ -1376,7 +1379,7 @@ def scaled_pool(cfgs, scales):
 def typed_pool(cfgs, kdt: str):
     """The configurations inputs computed as ``kdt`` choose from: 192-row tiles (three consumers)
     for 16-bit inputs only, the type they were measured on."""
-    return [c for c in cfgs if c.consumers < 3 or kdt in ("float16", "bfloat16")] or list(cfgs)
+    return [c for c in cfgs if c.consumers < 3 or kdt in _IN] or list(cfgs)
 
 
 def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, splits=None, fp8_cfgs=()):
@@ -1650,7 +1653,12 @@ RUNG7 = RUNG5.replace(tma_store=True)
 # on rows TMA fills with zeros. 64x128 tiles (one consumer) where even 128x128 ones leave SMs
 # idle (1024^3: 0.975x cuBLAS against 0.772; benchmarks/results/tune_short_waves_h100.log), and
 # for 16 to 256 rows where memory bounds the product (``TILE_EFFICIENCY``).
-# B multicast over 128x192 tiles once A's rows are fast (``SLOW_A_TILES``).
+# B multicast over 128x192 tiles once A's rows are fast (``SLOW_A_TILES``). 192x192 tiles on three
+# consumer warpgroups (one output box each; 512 threads leave 128 registers a thread at launch,
+# setmaxnreg gives the consumers 152) where their rounds fill the GPU better: as cuBLAS's
+# 192-row tiles, faster on 22 of 23 slow-rows shapes the model moved to them with B multicast
+# (2600x1544x2048 0.694 -> 0.895, 2056x4104x3000 0.799 -> 0.849) and 13 of 18 aligned ones
+# (benchmarks/results/ab_eff192_*_h100.log); never split along K (``splittable``), 16-bit only.
 RUNG7_CONFIGS = tuple(RUNG7.replace(**kw) for kw in (
     {}, dict(bn=192), dict(bn=128, max_stages=6), dict(bm=64, consumers=1), dict(cluster=2),
     dict(bn=128, max_stages=6, cluster=2), dict(bm=64, bn=128, consumers=1, max_stages=8), dict(bn=192, cluster=2),
@@ -1715,7 +1723,8 @@ RUNGS = [
              "B tile and TMA multicasts it to both (half the B traffic from L2)"),
     _variant("hopper", 7, RUNG7_CONFIGS, "epilogue through shared memory: 128B-swizzled boxes written "
              "by TMA stores (coalesced, asynchronous, clipped at the edges); per problem (a cost model), "
-             "the tile (128x256, 128x192, 128x128, 64x256 or 64x128; decode products of at most 32 rows swapped, "
+             "the tile (128x256, 128x192, 128x128, 64x256, 64x128 or 192x192 on three consumer warpgroups; "
+             "decode products of at most 32 rows swapped, "
              "C^T = B^T A^T, onto 64x8 to 64x32 tiles), B multicast where its rows are not 32-byte "
              "aligned, split-K where tiles are too few or for a last, partial round's tiles alone (partial sums "
              "added in a fixed order, then the epilogue), "

@@ -24,6 +24,16 @@ def _sm90():
     return cuda.is_available() and tuple(cuda.get_current_device().compute_capability) == (9, 0)
 
 
+def _scaled_residual():
+    """A user's epilogue reading a C-shaped array at the element's (row, col)."""
+    from numba import cuda
+
+    @cuda.jit(device=True)
+    def scaled_residual(acc, row, col, res, scale):
+        return acc + scale * res[row, col]
+    return scaled_residual
+
+
 @pytest.mark.skipif(not _sm90(), reason="wgmma needs an sm_90 GPU")
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("variant", WGMMA)
@@ -115,11 +125,8 @@ def test_auto_takes_192_row_tiles_with_their_epilogue(layout):
     # rows are slow too), ragged edges; a bias, an activation and a user's epilogue reading a
     # C-shaped array at (row, col)
     torch = pytest.importorskip("torch")
-    from numba import cuda
+    scaled_residual = _scaled_residual()
 
-    @cuda.jit(device=True)
-    def scaled_residual(acc, row, col, res, scale):
-        return acc + scale * res[row, col]
     def operand(rows, cols, trans, slow):
         if slow:
             return _padded(torch, rows, cols, trans, torch.bfloat16)
@@ -148,11 +155,7 @@ def test_auto_swaps_decode_products_with_their_epilogue():
     # a bias, an activation and a user's epilogue reading C-shaped array at (row, col) see C's
     # element, not its transpose's; a column-major A keeps the plain tile
     torch = pytest.importorskip("torch")
-    from numba import cuda
-
-    @cuda.jit(device=True)
-    def scaled_residual(acc, row, col, res, scale):
-        return acc + scale * res[row, col]
+    scaled_residual = _scaled_residual()
     for m, n, k in ((2, 8192, 4096), (7, 4096, 11008), (32, 8192, 2048), (17, 5120, 5120), (3, 1000, 4000)):
         a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
         w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)          # a linear layer's weight
