@@ -1549,8 +1549,10 @@ def _batched_steps(cfgs, a, b, c, dev, epi, batch, resident):
     m, n, kk = c.rows, c.cols, a.cols
     if cdiv(kk, pool[0].bk) <= 2 and len(pool) > 1:     # (the top rung's pool; a fixed tile keeps its own)
         cfg = SHORT_K
-    else:
-        cfg, _ = pick_config(pool, m * batch.count, n, kk, False, driver.sm_count(dev), False, c.itemsize)
+    else:                       # the model's M: every matrix's rows padded to the tile, then stacked
+        def padded(cfg, mm, nn, k, s, sms, ob):
+            return estimate(cfg, cdiv(m, cfg.bm) * cfg.bm * batch.count, nn, k, s, sms, ob)
+        cfg, _ = pick_config(pool, m * batch.count, n, kk, False, driver.sm_count(dev), False, c.itemsize, padded)
     ec = output_map(cfg, c)
     if ec is None:
         return None

@@ -193,6 +193,23 @@ def test_slow_rows_are_copied_where_the_model_says_the_copy_pays(fake_driver, mo
     assert labels(4104, 4104, 4104) == ["128x256 cluster 2"]
 
 
+def test_a_batched_tile_pays_for_each_matrix_padded_rows(fake_driver):
+    """The batched kernel's tile by the cost model over its real tile count: each matrix's rows
+    padded to the tile, then stacked (as measured: results/tune_batched_padded_h100.log). 1000
+    rows are 8 x 128 but 6 x 192 = 1152, 2056 are 17 x 128 but 11 x 192."""
+    from numba_tc import api
+    from numba_tc.batch import Batch
+    v = api.get_variant("hopper")
+
+    def label(count, m, n, k):
+        ops = [_operand(r, c, False, "bfloat16", (0, 0), base << 32) for r, c, base in ((m, k, 1), (k, n, 2), (m, n, 3))]
+        return "; ".join(st.label for st in v.plan(*ops, 0, batch=Batch(count, m * k, k * n, m * n)))
+    assert label(2, 1536, 1536, 1024) == "192x192 batched 2"
+    assert label(3, 2056, 3000, 1024) == "192x192 batched 3"
+    assert label(3, 1000, 1536, 520).startswith("128x")
+    assert label(2, 2056, 512, 1024) == "64x256 batched 2"
+
+
 def test_decode_products_swap_onto_narrow_tiles(fake_driver, monkeypatch):
     """At most ``SWAP_ROWS`` rows of a row-major A, 16-bit: C^T = B^T A^T on the narrowest 64 x bn
     tile that holds the rows, split so that the units fill the grid's rounds (as measured:

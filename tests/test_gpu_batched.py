@@ -53,6 +53,14 @@ def test_batched_kernel_layouts(dtype, ta, tb, nb, m, n, k):
 
 
 @pytest.mark.skipif(not HOPPER, reason="the batched kernel is sm_90")
+@pytest.mark.parametrize("ta, tb", [(False, False), (False, True), (True, False), (True, True)])
+@pytest.mark.parametrize("nb, m, n, k", [(2, 1536, 1536, 1024), (3, 2056, 3000, 520)])
+def test_batched_on_192_row_tiles(ta, tb, nb, m, n, k):
+    # few batches whose rounds 192x192 tiles (three consumer warpgroups) fill best; ragged M, K
+    _check(_rand(nb, m, k, t=ta), _rand(nb, k, n, t=tb), "192x192 batched")
+
+
+@pytest.mark.skipif(not HOPPER, reason="the batched kernel is sm_90")
 def test_broadcast_and_strided_batches():
     _check(_rand(300, 128), _rand(4, 128, 256), "batched")                  # a shared by every batch
     _check(_rand(4, 296, 128, t=True), _rand(128, 256), "batched")         # b shared, a not stacked
