@@ -228,7 +228,10 @@ class MmaConfig:
 
 
 WARPGROUP = 128
-WGMMA_N = (8, 16, 32, 64, 128, 192, 256)   # wgmma widths ptx/hopper.cu provides (m64nNk16; below 64 16-bit only)
+# wgmma widths ptx/hopper.cu provides (primitives declares them, hopper picks by them): for every
+# input type (m64nNk16, fp8 m64nNk32, tf32 m64nNk8), and for 16-bit inputs also the narrow ones
+WGMMA_N_TYPED = (64, 128, 192, 256)
+WGMMA_N = (8, 16, 32) + WGMMA_N_TYPED
 MAX_ACC_REGS = 128              # fp32 accumulators per thread a consumer may hold
 
 

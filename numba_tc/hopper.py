@@ -31,9 +31,8 @@ configuration that switches on what its note says:
    64x128, or 192x192 on three consumer warpgroups) and how many ways K is split where tiles
    are too few to fill the GPU (split-K: fp32 partial sums in scratch, added in a fixed order
    by ``fixup``, which then applies the epilogue), or whether only the tiles of a last,
-   partial round are split (a tail split,
-   ``pick_tail``: whole rounds of whole tiles first); operands TMA cannot read are first copied
-   to a pitch it can (``repack``). A decode product (at most 32 rows of a row-major A) runs
+   partial round are split (a tail split, ``pick_tail``: whole rounds of whole tiles first);
+   operands TMA cannot read are first copied to a pitch it can (``repack``). A decode product (at most 32 rows of a row-major A) runs
    swapped, C^T = B^T A^T, on 64x8 to 64x32 tiles (``SWAP``, ``_narrow_swap``): N on the tile's
    64 rows, C's rows the wgmma's narrow width, as cuBLAS's decode kernels do.
 
@@ -71,7 +70,7 @@ from functools import lru_cache
 from numba import cuda, float32, uint32
 
 from . import fixup, layout, repack, workspace
-from .config import WARPGROUP, Variant, WgmmaConfig
+from .config import WARPGROUP, WGMMA_N, WGMMA_N_TYPED, Variant, WgmmaConfig
 from .epilogue import BLOCK_SCALED, BLOCK_SCALES, PLAIN, SCALED
 from .epilogue import make as make_epilogue
 from .fragments import OUT_CONVERT, apply_fragments, make_store_out
@@ -80,30 +79,24 @@ from .jit import device, kernel, kernel_factory, unrolled
 from .layout import (a_fragment, c_fragment, chunk_offset, compute_dtype, mn_major_offset, wgmma_d_fragment, wgmma_desc,
                      wgmma_operand_offset)
 from .plan import Step
+from . import primitives
 from .primitives import (cluster_ctarank, cluster_sync, cp_async16, cp_async_commit, cp_async_wait,
                          fence_proxy_async, grid_dep_wait, lds_u32, lds_v4u32, mbar_arrive,
                          mbar_arrive_cluster, mbar_expect_tx, mbar_fence_init, mbar_init, mbar_wait,
                          named_barrier, setmaxnreg_dec, setmaxnreg_inc, smem_addr, sts_out2, sts_v4u32, tf32_rn,
                          tma_load_2d, tma_load_2d_multicast, tma_load_3d, tma_prefetch_map, tma_store_2d,
                          tma_store_3d, tma_store_commit, tma_store_wait_all, tma_store_wait_read,
-                         wgmma_commit, wgmma_fence, wgmma_m64n8k16, wgmma_m64n16k16, wgmma_m64n32k16,
-                         wgmma_m64n128k16, wgmma_m64n128k32_f8,
-                         wgmma_m64n128k8_tf32, wgmma_m64n192k16, wgmma_m64n192k32_f8, wgmma_m64n192k8_tf32,
-                         wgmma_m64n256k16, wgmma_m64n256k32_f8, wgmma_m64n256k8_tf32, wgmma_m64n64k16,
-                         wgmma_m64n64k32_f8, wgmma_m64n64k8_tf32, wgmma_m64n64k8_tf32_rs, wgmma_m64n128k8_tf32_rs,
-                         wgmma_m64n192k8_tf32_rs, wgmma_m64n256k8_tf32_rs, wgmma_wait)
+                         wgmma_commit, wgmma_fence, wgmma_wait)
 from .schedule import balanced_workers, cdiv, tile_origin
 from .tensormap import MAP_BYTES, encode, tma_requirements, tma_rows_fast
 
 __all__ = ["RUNGS", "wgmma_kernel", "PARAMS", "WGMMA_TYPE", "variant_from"]
 
 WGMMA_TYPE = {"float16": 0, "bfloat16": 1}      # ptx/hopper.cu: wgmma's input type argument
-_WGMMA = {8: wgmma_m64n8k16, 16: wgmma_m64n16k16, 32: wgmma_m64n32k16, 64: wgmma_m64n64k16, 128: wgmma_m64n128k16,
-          192: wgmma_m64n192k16, 256: wgmma_m64n256k16}
-_WGMMA8 = {64: wgmma_m64n64k32_f8, 128: wgmma_m64n128k32_f8, 192: wgmma_m64n192k32_f8, 256: wgmma_m64n256k32_f8}
-_WGMMA32 = {64: wgmma_m64n64k8_tf32, 128: wgmma_m64n128k8_tf32, 192: wgmma_m64n192k8_tf32, 256: wgmma_m64n256k8_tf32}
-_WGMMA32_RS = {64: wgmma_m64n64k8_tf32_rs, 128: wgmma_m64n128k8_tf32_rs, 192: wgmma_m64n192k8_tf32_rs,
-               256: wgmma_m64n256k8_tf32_rs}
+# the wgmma of each width (``config.WGMMA_N``): 16-bit, fp8, tf32 from shared memory, tf32 with A in registers
+_WGMMA, _WGMMA8, _WGMMA32, _WGMMA32_RS = ({n: getattr(primitives, f"wgmma_m64n{n}{op}") for n in widths} for op, widths in
+                                          (("k16", WGMMA_N), ("k32_f8", WGMMA_N_TYPED), ("k8_tf32", WGMMA_N_TYPED),
+                                           ("k8_tf32_rs", WGMMA_N_TYPED)))
 KMAJOR_ONLY = layout.FP8 + ("tf32",)             # input types wgmma reads k-major only (no transpose flags)
 # Kernel parameters: tensor maps of A, B and C (by value); C's address; M, N, K; ldc; K slices per
 # split (split-K and tail-split kernels; others ignore it); batches and which operands have them
