@@ -22,7 +22,8 @@ from features import quantize8, _rel
 
 def candidates(block: bool, also=()):
     """{name: variant}: ``hopper`` and fixed tiles; ``also``: more, each "key=value,..." of
-    ``hopper.RUNG7.replace`` (e.g. "bn=192,promote=1,max_stages=5,epi_boxes=1")."""
+    ``hopper.RUNG7.replace`` (e.g. "bn=192,promote=1,max_stages=5,epi_boxes=1"; a pair as
+    "regs=40/152")."""
     r7 = hopper.RUNG7
     cands = {"hopper": "hopper"}
     tiles = [("128x192 promoted", r7.replace(bn=192, promote=True)),
@@ -30,7 +31,8 @@ def candidates(block: bool, also=()):
     if not block:
         tiles.append(("128x256 unpromoted", r7))
     for spec in also:
-        tiles.append((spec, r7.replace(**{k: int(v) for k, v in (kv.split("=") for kv in spec.split(","))})))
+        kw = {k: tuple(map(int, v.split("/"))) if "/" in v else int(v) for k, v in (kv.split("=") for kv in spec.split(","))}
+        tiles.append((spec, r7.replace(**kw)))
     for name, cfg in tiles:
         cands[name] = numba_tc.variant_from(cfg, "ab" + str(len(cands)), splits=1)
     return cands

@@ -761,11 +761,12 @@ def _batched_plan(pr, a0, b0, o0, bt, epi):
 
 
 def explain(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=None, allow_tf32: bool = False,
-            scale_a=None, scale_b=None) -> str:
+            scale_a=None, scale_b=None, c=None, alpha=1.0, beta=0.0, bias=None, activation=None, epilogue=None,
+            epilogue_args=()) -> str:
     """What ``gemm(a, b, variant, out=out, ...)`` on these GPU arrays runs, without running it:
     the variant chosen and its launches, e.g. "hopper: 128x256 split-K 4; fixup" (fp8 inputs:
-    with their scales). (The plan is made, so its kernels are compiled or loaded; the call cache
-    is left alone.)"""
+    with their scales; an epilogue: with its arguments, which may change the plan). (The plan is
+    made, so its kernels are compiled or loaded; the call cache is left alone.)"""
     kind = array_kind(a)
     if batch.is_batched(a, b) and kind != "numpy" and not SIMULATOR:
         return batch.batched_gemm(a, b, variant, out, out_dtype, None, allow_tf32, _NO_EPILOGUE, gemm,
@@ -774,10 +775,11 @@ def explain(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=
         raise TypeError("explain() takes GPU arrays (torch, CuPy, Numba): NumPy operands are copied "
                         "to the GPU first, and planned there")
     epi = None
-    if scale_a is not None or scale_b is not None:
+    scales = None if scale_a is None and scale_b is None else (scale_a, scale_b)
+    if scales is not None or not is_plain(c, alpha, beta, bias, activation, epilogue):
         pr = _Problem(a, b, variant, out, out_dtype, allow_tf32)
-        epi = bind(kind, pr.m, pr.n, pr.dtype, pr.out_dtype, pr.device, None, 1.0, 0.0, None, None, None, (),
-                   (scale_a, scale_b), k=pr.k)
+        epi = bind(kind, pr.m, pr.n, pr.dtype, pr.out_dtype, pr.device, c, alpha, beta, bias, activation, epilogue,
+                   epilogue_args, scales, k=pr.k)
     call = _prepare(a, b, variant, out, out_dtype, allow_tf32, kind, epi)
     return "empty: nothing to launch" if call.plan is None else call.plan.describe()
 

@@ -260,6 +260,10 @@ class WgmmaConfig:
     scale_lead: int = 1             # fp8 block-wise scales: loaded this many K slices before their add
                                     # (split-K kernels: one)
     epi_boxes: int = 2              # 8 KiB output boxes per consumer in that ring (2: double buffer)
+    epi_source: int = 0             # bytes per consumer for an epilogue array staged in shared memory
+                                    # (``hopper._stager``; 0: none)
+    epi_lead: int = 8               # ... whose first boxes are copied this many K slices before a
+                                    # tile's end
     group_m: int = 8                # tile order: groups of group_m block rows share B tiles in L2
     max_stages: int = 6
     min_blocks: int = 1
@@ -330,7 +334,7 @@ class WgmmaConfig:
     def epilogue_bytes(self) -> int:
         """``epi_boxes`` 64-row x 128-byte output boxes per consumer (a ring: some fill while TMA
         stores the others)."""
-        return self.consumers * self.epi_boxes * layout.OUT_BOX_BYTES if self.tma_store else 0
+        return self.consumers * (self.epi_boxes * layout.OUT_BOX_BYTES + self.epi_source) if self.tma_store else 0
 
     @property
     def stages(self) -> int:

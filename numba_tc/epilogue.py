@@ -27,6 +27,7 @@ process finds the cubin in the disk cache and an edited function is compiled aga
 """
 from __future__ import annotations
 
+import dis
 import hashlib
 import math
 import struct
@@ -39,7 +40,7 @@ from typing import Any, Optional, Tuple
 from numba import float32, float64, int64, types
 from numba.cuda import libdevice
 
-from .intrinsics import SIMULATOR, device_array, f32_bits, f32_ptr, f64_bits
+from .intrinsics import SIMULATOR, device_array, element_view, f32_bits, f32_ptr, f64_bits
 from .jit import device
 
 __all__ = ["Epilogue", "UserFunction", "PLAIN", "SCALED", "BLOCK_SCALED", "BLOCK_SCALES", "ACTIVATIONS", "make",
@@ -113,6 +114,48 @@ def code_digest(fn, _seen=None) -> str:
     return h.hexdigest()[:20]
 
 
+_SKIP = ("CACHE", "NOP", "RESUME", "EXTENDED_ARG", "COPY_FREE_VARS", "MAKE_CELL")
+
+
+def element_reads(fn) -> frozenset:
+    """The positions among ``epilogue_args`` of the arguments ``fn`` only ever reads as
+    ``arg[row, col]``, at its own row and column (neither rebound): a kernel may hand such an
+    argument's element to it instead of the array (``Epilogue.staged``). Read from the bytecode,
+    conservatively: any other use of the argument, or of row or col being rebound, leaves it out."""
+    code = getattr(getattr(fn, "py_func", fn), "__code__", None)
+    if code is None or code.co_argcount < 4 or code.co_flags & 0x0C:       # (no *args, **kwargs)
+        return frozenset()
+    names = code.co_varnames[:code.co_argcount]
+    events = []                                      # ("load", name) per name loaded, else (opname, arg)
+    for ins in dis.get_instructions(code):
+        if ins.opname in _SKIP:
+            continue
+        if ins.opname in ("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_LOAD_FAST", "LOAD_FAST_BORROW",
+                          "LOAD_FAST_BORROW_LOAD_FAST_BORROW"):
+            events += [("load", v) for v in (ins.argval if isinstance(ins.argval, tuple) else (ins.argval,))]
+        else:
+            events.append((ins.opname, ins.argval, ins.argrepr))
+    touched = set(code.co_cellvars) | set(code.co_freevars)
+    for e in events:
+        if e[0] != "load" and (e[0].startswith("STORE_FAST") or e[0].startswith("DELETE_FAST")
+                               or e[0] == "LOAD_FAST_AND_CLEAR"):
+            touched |= set(e[1] if isinstance(e[1], tuple) else (e[1],))
+    row, col = names[1], names[2]
+    if row in touched or col in touched:
+        return frozenset()
+
+    def at_element(i):
+        tail = events[i + 1:i + 5]
+        return (tail[:2] == [("load", row), ("load", col)] and len(tail) == 4 and tail[2][:2] == ("BUILD_TUPLE", 2)
+                and (tail[3][0] == "BINARY_SUBSCR" or (tail[3][0] == "BINARY_OP" and "[" in tail[3][2])))
+    out = set()
+    for j, name in enumerate(names[3:]):
+        uses = [i for i, e in enumerate(events) if e == ("load", name)]
+        if name not in touched and uses and all(at_element(i) for i in uses):
+            out.add(j)
+    return frozenset(out)
+
+
 @dataclass(frozen=True)
 class UserFunction:
     """A user's ``numba.cuda.jit(device=True)`` epilogue function and its arguments' kinds:
@@ -179,6 +222,16 @@ class Epilogue:
         """Arrays the epilogue reads per element (c, bias, the user's arrays)."""
         user = sum(k[0] == "array" for k in self.user.args) if self.user else 0
         return (self.c is not None) + (self.bias is not None) + user
+
+    def staged(self) -> Optional[int]:
+        """The user argument a kernel may stage in shared memory and hand the function element by
+        element (``make(spec, staged=True)``): a float32 array of C's shape that the function reads
+        only at [row, col], aligned for 16-byte copies (``epilogue_args``), or None. None under
+        ``swap``: the kernel's rows are then the array's columns."""
+        for i, kind in enumerate(self.user.args if self.user and not self.swap else ()):
+            if kind[0] == "array" and len(kind) > 3 and kind[3]:
+                return i
+        return None
 
     def flipped(self) -> "Epilogue":
         """The same epilogue for the kernel that computes C^T."""
@@ -279,15 +332,24 @@ def _load_expr(slot: str, index: str, dtype: str) -> str:
 
 
 @lru_cache(maxsize=None)
-def make(spec: Epilogue):
+def make(spec: Epilogue, staged: bool = False):
     """The device function ``apply(v, row, col, ep) -> float32`` of ``spec`` (see the module's
-    docstring). Written out as source, so that only the terms present are compiled."""
+    docstring). Written out as source, so that only the terms present are compiled. ``staged``:
+    ``apply(v, row, col, ep, sx)``, where sx is the element at (row, col) of the argument
+    ``spec.staged()`` names, which the kernel read from shared memory: the function's
+    ``arg[row, col]`` is sx (``intrinsics.element_view``)."""
     at = {name: f"ep[{i}]" for i, name in enumerate(spec.slots())}
-    lines = ["def apply(v, row, col, ep):"]
+    stage = spec.staged() if staged else None
+    if staged and stage is None:
+        raise ValueError(f"{spec!r} has no argument to stage")
+    lines = [f"def apply(v, row, col, ep{', sx' if staged else ''}):"]
+    loads = spec.loads() - staged
     if spec.plain:
         lines.append("    return v")
     else:
-        if spec.loads() <= 1:
+        if loads == 0:
+            pass
+        elif loads == 1:
             # Positions past C's edges (a tile's padding, never stored) are computed at C's last
             # row/column rather than skipped: no branch per element, so the compiler can put
             # every element's load in flight together.
@@ -314,7 +376,9 @@ def make(spec: Epilogue):
         if spec.user is not None:
             args = []
             for i, kind in enumerate(spec.user.args):
-                if kind[0] == "array":
+                if i == stage:
+                    args.append(f"element_view(sx, ({at[f'u{i}_shape0']}, {at[f'u{i}_shape1']}))")
+                elif kind[0] == "array":
                     nd = kind[2]
                     shape = ", ".join(at[f"u{i}_shape{d}"] for d in range(nd))
                     strides = ", ".join(at[f"u{i}_stride{d}"] for d in range(nd))
@@ -329,7 +393,7 @@ def make(spec: Epilogue):
             lines.append(f"    x = USER(x, {r}, {c}{''.join(', ' + a for a in args)})")
         lines.append("    return float32(x)")
     ns = {"float32": float32, "float64": float64, "int64": int64, "f32_bits": f32_bits, "f64_bits": f64_bits,
-          "device_array": device_array, "_load32": _load32, "_load16": _load16,
+          "device_array": device_array, "element_view": element_view, "_load32": _load32, "_load16": _load16,
           "ACT": (spec.fast and _ACT_FAST.get(spec.activation)) or _ACT.get(spec.activation), "USER": spec.user.fn if spec.user else None}
     for i, kind in enumerate(spec.user.args if spec.user else ()):
         if kind[0] == "array":

@@ -12,8 +12,8 @@ import numpy as np
 
 from . import arrays
 from .arrays import array_kind, as_matrix, describe
-from .epilogue import (ACTIVATIONS, USER_ARRAY_DTYPES, Epilogue, UserFunction, code_digest, float_bits,
-                       is_device_function)
+from .epilogue import (ACTIVATIONS, USER_ARRAY_DTYPES, Epilogue, UserFunction, code_digest, element_reads,
+                       float_bits, is_device_function)
 from .intrinsics import SIMULATOR
 from .layout import FP8
 
@@ -119,7 +119,7 @@ def bind(kind: str, m: int, n: int, dtype: str, out_dtype: str, device, c, alpha
         raise ValueError(f"activation {activation!r} is not one of {', '.join(map(repr, ACTIVATIONS))}")
     user, uvals = None, ()
     if epilogue is not None:
-        user, uvals = _user(epilogue, epilogue_args, kind, device, stream)
+        user, uvals = _user(epilogue, epilogue_args, kind, device, stream, m, n)
         key.append(user)
     elif epilogue_args:
         raise ValueError("epilogue_args were given without an epilogue function")
@@ -127,12 +127,15 @@ def bind(kind: str, m: int, n: int, dtype: str, out_dtype: str, device, c, alpha
     if scales is not None or dtype in FP8:
         scale_vals, scale_strides, scale_keep, scale_mode = _scales(scales, dtype, kind, device, stream, m, n, k)
         key.append(("scales", scale_mode))
+    # the facts a cached call keeps (``Bound.fixed``) belong to its key: a call of the same
+    # function's code on an array of other strides must not find another call's (``api._cache_miss``)
+    user_shapes = tuple((v[1], v[2]) if isinstance(v, tuple) else None for v in uvals)
+    key += [user_shapes, scale_strides]
     spec = Epilogue(float(alpha) != 1.0, c_spec, bias_spec, activation, user,
                     fast=dtype in ("float16", "bfloat16") + FP8, scales=scale_mode)
     run = runtime_values(None if cm is None else _handle(cm), None if bm is None else _handle(bm), alpha, beta,
                          (v[0] if isinstance(v, tuple) else v for v in uvals), scale_vals)
-    return Bound(spec, tuple(key), m, n, 0 if cm is None else cm.ld,
-                 tuple((v[1], v[2]) if isinstance(v, tuple) else None for v in uvals), scale_strides, run,
+    return Bound(spec, tuple(key), m, n, 0 if cm is None else cm.ld, user_shapes, scale_strides, run,
                  keep=(cm, bm) + tuple(v[3:] for v in uvals if isinstance(v, tuple)) + scale_keep)
 
 
@@ -235,13 +238,23 @@ def _bias(x, kind, device, allowed, m, n, stream):
     return mat, axis
 
 
-def _user(fn, args, kind, device, stream) -> Tuple[UserFunction, tuple]:
+def _stageable(x, d, m: int, n: int) -> bool:
+    """Whether a kernel may stage epilogue array ``x`` (described as ``d``) in shared memory by
+    16-byte copies and hand the function its elements (``Epilogue.staged``): float32 of C's shape,
+    contiguous rows, its address, row pitch and rows 16-byte multiples."""
+    if SIMULATOR or d[3] != "float32" or tuple(d[1]) != (m, n) or (m > 1 and d[2][0] * 4 % 16) or n * 4 % 16:
+        return False
+    return d[2][1] == 1 and d[4] % 16 == 0
+
+
+def _user(fn, args, kind, device, stream, m: int = 0, n: int = 0) -> Tuple[UserFunction, tuple]:
     if not is_device_function(fn):
         raise TypeError(f"epilogue must be a numba.cuda.jit(device=True) function f(acc, row, col, *epilogue_args), "
                         f"got {type(fn).__name__}")
     if not isinstance(args, (tuple, list)):
         raise TypeError(f"epilogue_args must be a tuple, got {type(args).__name__}")
     kinds, vals = [], []
+    at = element_reads(fn)
     for i, x in enumerate(args):
         name = f"epilogue_args[{i}]"
         if isinstance(x, bool) or isinstance(x, int):
@@ -263,7 +276,7 @@ def _user(fn, args, kind, device, stream) -> Tuple[UserFunction, tuple]:
             if d[3] not in USER_ARRAY_DTYPES:
                 raise TypeError(f"{name} has dtype {d[3]}; epilogue arrays may be "
                                 f"{', '.join(USER_ARRAY_DTYPES)}")
-            kinds.append(("array", d[3], len(d[1])))
+            kinds.append(("array", d[3], len(d[1]), i in at and kind != "numpy" and _stageable(x, d, m, n)))
             vals.append(_user_array(x, xk, d, stream))
     name = getattr(getattr(fn, "py_func", fn), "__qualname__", "epilogue")
     return UserFunction(name, code_digest(fn), tuple(kinds), fn), tuple(vals)

@@ -81,7 +81,7 @@ from .layout import (a_fragment, c_fragment, chunk_offset, compute_dtype, mn_maj
 from .plan import Step
 from . import primitives
 from .primitives import (cluster_ctarank, cluster_sync, cp_async16, cp_async_commit, cp_async_wait,
-                         fence_proxy_async, grid_dep_wait, lds_u32, lds_v4u32, mbar_arrive,
+                         fence_proxy_async, grid_dep_wait, lds_u32, lds_v2f32, lds_v4u32, mbar_arrive,
                          mbar_arrive_cluster, mbar_expect_tx, mbar_fence_init, mbar_init, mbar_wait,
                          named_barrier, setmaxnreg_dec, setmaxnreg_inc, smem_addr, sts_out2, sts_v4u32, tf32_rn,
                          tma_load_2d, tma_load_2d_multicast, tma_load_3d, tma_prefetch_map, tma_store_2d,
@@ -544,21 +544,27 @@ def make_finish_stage(BN, A_BYTES):
 
 
 @lru_cache(maxsize=None)
-def make_mainloop(consume, S, STAGE, CL, GROUPS=1):
+def make_mainloop(consume, S, STAGE, CL, GROUPS=1, ahead=None, LEAD=0):
     """Mainloop (a consumer warpgroup): ``mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0,
     lane, k0, row, bn0, ep)``: ktiles K slices (from slice k0 of K, for a tile whose first column
     is bn0 and this warp's first row ``row``; ``ep``: the epilogue's values) from the ring into
     the accumulators (``consume``: ``make_slice_mma``, committing GROUPS wgmma groups a slice),
     one slice kept in flight: once slice t's groups are issued, slice t-1's are done and its
-    stage is released in every CTA of the cluster. Returns the ring position after the tile."""
+    stage is released in every CTA of the cluster. With ``ahead`` (``_stager``'s start), the warp
+    starts staging its epilogue's array once LEAD slices are left. Returns the ring position
+    after the tile."""
     advance = _advancer(S)
     release = _releaser(CL)
+    PF = ahead is not None
 
     @device
     def mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0, lane, k0, row, bn0, ep):
         prev = 0
+        when = max(ktiles - LEAD, 0)
         for t in range(ktiles):
             consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0)
+            if PF and t == when:
+                ahead(sbase, a_row0, row, bn0, lane, ep)
             wgmma_wait(GROUPS)
             if t > 0 and lane == 0:
                 release(bars + 8 * (S + prev))
@@ -683,7 +689,95 @@ def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=
 
 
 @lru_cache(maxsize=None)
-def _box_store(MI, BN, OUT_ITEM, OUT_K, EB, EPI, BATCH=False):
+def _stager(MI, BN, OUT_ITEM, EB, EPI_OFF, PER_CONS, WG_M, SLOT_IDX):
+    """An epilogue array staged in shared memory (``Epilogue.staged``; ``WgmmaConfig.epi_source``):
+    each warp copies its 16 rows of the tile's output boxes (``_box_store``'s MI x BN // COLS) by
+    16-byte cp.async into two slots of its own after its consumer's output boxes
+    (``layout.source_offset``), box t into slot t % 2, and the epilogue reads the elements there
+    instead of asking HBM for them while the tensor cores wait. Returns (start, ready, refill,
+    read, source): ``start(sbase, a_row0, row, bn0, lane, ep)`` copies boxes 0 and 1 (the
+    mainloop calls it ``epi_lead`` slices before the tile's end, so that they arrive while its
+    last slices run; the rest come during the epilogue: asking L2 for them ahead measured slower,
+    by line or in bulk, benchmarks/results/ab_staged_prefetch_h100.log); ``ready(t)``: box t has arrived; ``refill(t, src,
+    row, bn0, lane, ep)``: box t read, box t + 2 into its slot; ``read(src, t, jj, h, lane, x)``:
+    this lane's column pair of n8 block jj, row half h, of box t into x[0..1]; ``source(buf0,
+    tw)``: the warp's slots (``buf0``: its consumer's output boxes). ``EPI_OFF``: the output
+    boxes' offset from the ring's base, PER_CONS bytes per consumer; ``SLOT_IDX``: the
+    indices in ``ep`` of M, N, the array's address and its row stride in bytes."""
+    COLS = layout.ROW_BYTES // OUT_ITEM
+    NBOX = BN // COLS
+    NB = MI * NBOX
+    ROWB = COLS * 4                                 # a slot's row: the box's columns, float32
+    SLOT = layout.SOURCE_ROWS * ROWB
+    CH = ROWB // 16                                 # its 16-byte chunks
+    M_, N_, U, P = SLOT_IDX
+
+    @device
+    def copy(t, src, row, bn0, lane, ep):
+        """Box t's 16 rows of this warp into slot t % 2, one cp.async group (chunks past C's
+        edges zero-filled)."""
+        mi = t // NBOX
+        col0 = bn0 + (t - mi * NBOX) * COLS
+        for k in range(CH // 2):
+            i = lane + 32 * k
+            r = i // CH
+            c = i - r * CH
+            gr = row + 64 * mi + r
+            gc = col0 + 4 * c
+            ok = gr < ep[M_] and gc < ep[N_]
+            cp_async16(src + (t & 1) * SLOT + layout.source_offset(r, 16 * c),
+                       ep[U] + (gr * ep[P] + 4 * gc if ok else 0), 16 if ok else 0)
+        cp_async_commit()
+
+    @device
+    def source(buf0, tw):
+        return buf0 + EB * layout.OUT_BOX_BYTES + (tw >> 5) * 2 * SLOT
+
+    @device
+    def start(sbase, a_row0, row, bn0, lane, ep):
+        src = sbase + EPI_OFF + (a_row0 // WG_M) * PER_CONS + EB * layout.OUT_BOX_BYTES + ((row & 63) >> 4) * 2 * SLOT
+        for t in range(min(2, NB)):
+            copy(t, src, row, bn0, lane, ep)
+
+    @device
+    def ready(t):
+        # groups committed by then: boxes 0 and 1 (``start``), and box i + 2 once box i is
+        # stored (``refill``, after box i + 1 is read): box 1 is read before box 0's refill
+        cp_async_wait(1 if (t == 0 and NB > 1) or (t >= 2 and t + 1 < NB) else 0)
+        cuda.syncwarp()
+
+    @device
+    def refill(t, src, row, bn0, lane, ep):
+        cuda.syncwarp()                             # every lane has read box t's slot
+        if t + 2 < NB:
+            copy(t + 2, src, row, bn0, lane, ep)
+
+    @device
+    def read(src, t, jj, h, lane, x):
+        r, c = c_fragment(lane, 2 * h)
+        lds_v2f32(x, 0, src + (t & 1) * SLOT + layout.source_offset(r, 4 * (8 * jj + c)))
+    return start, ready, refill, read, source
+
+
+def _kernel_stager(cfg: WgmmaConfig, epi, out_dtype: str, whole: bool):
+    """The staged epilogue array's parts (``_stager``) of a kernel of ``cfg`` with ``cfg.epi_source``
+    (``whole``: of whole tiles, stored by TMA), else None."""
+    if not cfg.epi_source:
+        return None
+    if not (cfg.tma_store and whole) or cfg.promote or epi.staged() is None:
+        raise ValueError("an epilogue array is staged (epi_source) by a kernel of whole tiles stored by TMA, "
+                         f"for an epilogue with such an array, not {epi!r}")
+    if cfg.epi_source < staged_bytes(cfg, out_dtype):
+        raise ValueError(f"epi_source={cfg.epi_source}: the staged epilogue array needs "
+                         f"{staged_bytes(cfg, out_dtype)} bytes per consumer")
+    slots, u = epi.slots(), epi.staged()
+    return _stager(cfg.wg_m // 64, cfg.bn, layout.ITEMSIZE[out_dtype], cfg.epi_boxes, cfg.stages * cfg.stage_bytes,
+                   cfg.epi_boxes * layout.OUT_BOX_BYTES + cfg.epi_source, cfg.wg_m,
+                   (slots.index("M"), slots.index("N"), slots.index(f"u{u}"), slots.index(f"u{u}_stride0")))
+
+
+@lru_cache(maxsize=None)
+def _box_store(MI, BN, OUT_ITEM, OUT_K, EB, EPI, BATCH=False, STAGER=None):
     """``store_box(t, acc, tmc, buf0, nbox, row0, col0, tw, lane, bar, ep, z, erow0)``: output box
     t of MI x NBOX of a warpgroup (m64 block t // NBOX, 128-byte column block t % NBOX):
     registers -> shared box (a ring of EB from ``buf0``) -> one TMA store (into matrix z of C's
@@ -691,10 +785,25 @@ def _box_store(MI, BN, OUT_ITEM, OUT_K, EB, EPI, BATCH=False):
     same straight-line code as box t's shared-memory stores, so that its loads are in flight
     while they go out. ``row0``: this warp's first row of C (``erow0``: the row the epilogue
     sees, which counts across a batched product's matrices); ``bar``: the warpgroup's named
-    barrier."""
+    barrier. With ``STAGER`` (``_stager``'s), EPI takes the staged array's element, read from
+    the warp's slot."""
     COLS = layout.ROW_BYTES // OUT_ITEM            # columns of one 128-byte output box
     NBOX = BN // COLS
     NB = MI * NBOX
+    if STAGER is not None:
+        ready, refill, read, source = STAGER[1:]
+
+    @device
+    def staged_one(jj, acc, f0, row0, col0, lane, ep, src, t, x):
+        """n8 block jj of box t (fragment f0 + jj): the epilogue with the staged elements."""
+        f = f0 + jj
+        px = ptr(x)
+        for h in range(2):
+            r, c = c_fragment(lane, 2 * h)
+            read(src, t, jj, h, lane, px)
+            acc[4 * f + 2 * h] = EPI(acc[4 * f + 2 * h], row0 + r, col0 + 8 * jj + c, ep, x[0])
+            acc[4 * f + 2 * h + 1] = EPI(acc[4 * f + 2 * h + 1], row0 + r, col0 + 8 * jj + c + 1, ep, x[1])
+    staged_ones = unrolled(staged_one, 8)
 
     @device
     def stage_frag(jj, acc, off, buf, wrow, lane):
@@ -707,26 +816,38 @@ def _box_store(MI, BN, OUT_ITEM, OUT_K, EB, EPI, BATCH=False):
     stage_frags = unrolled(stage_frag, 8)
 
     @device
-    def apply_box(t, acc, row0, col0, lane, ep):
+    def apply_box(t, acc, row0, col0, lane, ep, src):
         """The epilogue on the fragments of output box t, in registers (``fragments.apply_fragments``)."""
         mi = t // NBOX
         bx = t - mi * NBOX
-        apply_fragments(COLS // 8, acc, mi * (BN // 8) + bx * (COLS // 8), row0, col0, lane, BN // 8, 64, EPI, ep,
-                        False)
+        if STAGER is None:
+            apply_fragments(COLS // 8, acc, mi * (BN // 8) + bx * (COLS // 8), row0, col0, lane, BN // 8, 64, EPI, ep,
+                            False)
+        else:
+            x = cuda.local.array(2, float32)
+            ready(t)
+            staged_ones(COLS // 8, acc, mi * (BN // 8) + bx * (COLS // 8), row0 + 64 * mi, col0 + bx * COLS, lane, ep,
+                        src, t, x)
 
     @device
     def store_box(t, acc, tmc, buf0, nbox, row0, col0, tw, lane, bar, ep, z, erow0):
         mi = t // NBOX
         bx = t - mi * NBOX
+        src = source(buf0, tw) if STAGER is not None else 0
         if t == 0:
-            apply_box(0, acc, erow0, col0, lane, ep)
+            apply_box(0, acc, erow0, col0, lane, ep, src)
         buf = buf0 + ((nbox + t) & (EB - 1)) * layout.OUT_BOX_BYTES
         if tw == 0:
             tma_store_wait_read(EB - 1)            # the store that used this buffer has read it
         named_barrier(bar, 128)
         if t + 1 < NB:
-            apply_box(t + 1, acc, erow0, col0, lane, ep)
+            apply_box(t + 1, acc, erow0, col0, lane, ep, src)
         stage_frags(COLS // 8, acc, mi * (BN // 2) + bx * (COLS // 2), buf, 16 * (tw >> 5), lane)
+        if STAGER is not None:                     # (after the stores: the elements read are dead)
+            if t == 0:
+                refill(0, src, erow0, col0, lane, ep)
+            if t + 1 < NB:
+                refill(t + 1, src, erow0, col0, lane, ep)
         fence_proxy_async()                        # generic-proxy writes before the async-proxy read
         named_barrier(bar, 128)
         if tw == 0:
@@ -739,7 +860,7 @@ def _box_store(MI, BN, OUT_ITEM, OUT_K, EB, EPI, BATCH=False):
 
 
 @lru_cache(maxsize=None)
-def make_epilogue_part(MI, BN, out_dtype, vc, TMA_C, EB, epi, BATCH=False, TRANS=False):
+def make_epilogue_part(MI, BN, out_dtype, vc, TMA_C, EB, epi, BATCH=False, TRANS=False, SRC=0, STAGER=None):
     """Epilogue: ``(store, drain)``. ``store(acc, C, tmc, ebase, nbox, row0, bn0, ldc, M, N, wg,
     tw, lane, ep, z)``: a warpgroup's accumulators (MI m64 blocks of BN columns; this warp's rows
     from ``row0``) through the epilogue function of ``epi`` (``epilogue.make``), then to C through
@@ -747,20 +868,25 @@ def make_epilogue_part(MI, BN, out_dtype, vc, TMA_C, EB, epi, BATCH=False, TRANS
     ``_box_store``; with BATCH into matrix z, the epilogue seeing row z * M + row) or straight
     from registers (``fragments.make_store_out``; ``vc``: C's column pairs are aligned; TRANS: the
     accumulators are of C's transpose, a swapped product's). Returns the count of boxes this
-    consumer has stored. ``drain(tw)``: the last boxes are out (before the block ends)."""
+    consumer has stored. ``drain(tw)``: the last boxes are out (before the block ends). With
+    ``STAGER`` (``_stager``'s; TMA_C), the epilogue's staged array is read from each consumer's
+    SRC bytes after its output boxes."""
     OUT_K, OUT_ITEM = OUT_CONVERT[out_dtype], layout.ITEMSIZE[out_dtype]
     NI = BN // 8
-    EPI = make_epilogue(epi)
+    EPI = make_epilogue(epi, STAGER is not None)
+    PER_CONS = EB * layout.OUT_BOX_BYTES + SRC
     if BATCH and not TMA_C:
         raise ValueError("a batched kernel stores C by TMA")
     if TRANS and TMA_C:
         raise ValueError("C's transpose is stored from registers")
+    if STAGER is not None and not TMA_C:
+        raise ValueError("a staged epilogue array is read by the epilogue through shared memory")
     if TMA_C:
-        store_boxes, NB = _box_store(MI, BN, OUT_ITEM, OUT_K, EB, EPI, BATCH)
+        store_boxes, NB = _box_store(MI, BN, OUT_ITEM, OUT_K, EB, EPI, BATCH, STAGER)
 
         @device
         def store(acc, C, tmc, ebase, nbox, row0, bn0, ldc, M, N, wg, tw, lane, ep, z):
-            store_boxes(NB, acc, tmc, ebase + wg * (EB * layout.OUT_BOX_BYTES), nbox, row0, bn0, tw, lane,
+            store_boxes(NB, acc, tmc, ebase + wg * PER_CONS, nbox, row0, bn0, tw, lane,
                         1 + wg, ep, z, row0 + (z * M if BATCH else 0))
             return nbox + NB
 
@@ -912,8 +1038,9 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
                                                         ITEM),
                              S, STAGE, BK, make_finish_stage(BN, A_BYTES) if async_b else None)
     b_source = _b_source(async_b)
+    stager = _kernel_stager(cfg, epi, out_dtype, tma_c and not (batch or split or trans_c or tail))
     store, drain = make_epilogue_part(MI, BN, out_dtype, vc, cfg.tma_store and tma_c, cfg.epi_boxes, epi, batch,
-                                      trans_c)
+                                      trans_c, cfg.epi_source, stager)
     if cfg.promote:
         block = (BN, epi.slots().index("M")) if epi.scales == "block" else None
         PN = cfg.promote_n
@@ -921,7 +1048,8 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
         lead = 1 if split else cfg.scale_lead        # (a split-K kernel spilled the second set)
         mainloop = make_promoted_mainloop(issue, S, STAGE, CL, NACC, BN // PN, block, lead)
     else:
-        mainloop = make_mainloop(consume, S, STAGE, CL, 4 if _regs_a(dtype, A_KM, B_KM) else 1)
+        mainloop = make_mainloop(consume, S, STAGE, CL, 4 if _regs_a(dtype, A_KM, B_KM) else 1,
+                                 stager and stager[0], cfg.epi_lead)
     part = make_store_out(MI * (BN // 8), BN // 8, 64, 4, OUT_CONVERT["float32"], True, 8, make_epilogue(PLAIN)) \
         if tail else None
     consumer = make_consumer(walk_unit, mainloop, store, drain, NACC, WG_M,
@@ -1051,6 +1179,13 @@ TAIL_TILES = ((128, 256), (128, 192))   # the tiles whose rounds are coarse enou
 # it lost at 2096x2096x3008, tied at 2304x4608x4096, won at 2048x5120x5120, 2560x2560x16384,
 # 1280x5120x8192): 3 to 7 us keeps the wins and drops the others.
 TAIL_S = 5e-6
+# A user epilogue's float32 array of C's shape, read only at (row, col) (``Epilogue.staged``): the
+# consumers copy its boxes into shared memory by cp.async, the first two during the tile's last
+# K slices (``_stager``), for one output box each and a stage less (128x256: 3; measured as fast
+# as 4 on plain products, benchmarks/results/ab_stages3_h100.log). False: never (A/B runs).
+STAGED = True
+STAGED_MIN = 3
+STAGED_LEAD = 8
 HALVES = 0.925                      # a promoted tile added in halves waits twice a slice (fp8 128x256:
                                     # benchmarks/results/ab_fp8_halves_h100.log)
 
@@ -1199,6 +1334,22 @@ def output_map(cfg: WgmmaConfig, c):
     if not cfg.tma_store or tma_requirements(c.ptr, c.ld, c.itemsize):
         return None
     return (c.dtype, c.cols, c.rows, c.ld, 128 // c.itemsize, 64)
+
+
+def staged_bytes(cfg: WgmmaConfig, out_dtype: str) -> int:
+    """Shared memory a consumer's warps stage an epilogue array in (``_stager``): two slots each
+    of 16 rows x an output box's columns, float32."""
+    return WARPGROUP // 32 * 2 * layout.SOURCE_ROWS * (layout.ROW_BYTES // layout.ITEMSIZE[out_dtype]) * 4
+
+
+def staged_config(cfg: WgmmaConfig, epi, out_dtype: str) -> WgmmaConfig:
+    """``cfg`` with shared memory to stage ``epi``'s array in (``Epilogue.staged``, ``_stager``)
+    and one output box per consumer, where it has such an array, the kernel stores whole tiles
+    by TMA and at least ``STAGED_MIN`` stages are left; else ``cfg``."""
+    if not STAGED or epi.staged() is None or not (cfg.tma_store and cfg.persistent) or cfg.promote:
+        return cfg
+    new = cfg.replace(epi_boxes=1, epi_source=staged_bytes(cfg, out_dtype), epi_lead=STAGED_LEAD)
+    return new if new.stages >= STAGED_MIN else cfg
 
 
 def work_plan(cfg: WgmmaConfig, units: int, resident: int) -> int:
@@ -1448,6 +1599,7 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
                 st, ops[i] = (_gather_step if kmajor else _repack_step)(ops[i], i, region, dev, total)
                 steps.append(st)
         ec = None if splits > 1 or swap else output_map(cfg, c)
+        cfg = staged_config(cfg, epi, c.dtype) if ec is not None and not (tail or async_b) else cfg
         part = BLOCK_SCALES if epi.scales == "block" else PLAIN      # a split's: the fix-up does the rest
         k = wgmma_kernel(cfg, kdt, "float32" if splits > 1 else c.dtype, ops[0].trans, ops[1].trans,
                          (splits > 1 or c.pairs_aligned) and not swap, ec is not None, part if splits > 1 else epi, splits > 1,
@@ -1480,6 +1632,7 @@ def _label(cfg: WgmmaConfig, async_b: bool, swap: bool, splits: int, tail) -> st
     """What ``explain`` says the product's launch runs, e.g. "64x8 swapped split-K 2"."""
     return (f"{cfg.bm}x{cfg.bn}" + (f" cluster {cfg.cluster}" if cfg.cluster > 1 else "") + (" cp.async b" if async_b else "")
             + (" swapped" if swap else "") + (f" split-K {splits}" if splits > 1 else "")
+            + (" (epilogue array staged)" if cfg.epi_source else "")
             + (f", last {tail[1]} tiles split-K {tail[3]}" if tail else ""))
 
 

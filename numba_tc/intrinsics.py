@@ -12,7 +12,9 @@
 * Epilogue values: ``f32_bits`` / ``f64_bits`` read a float passed bit for bit in an int64
   kernel parameter (every parameter is an int64: ``build.entry_source``), and ``device_array``
   makes a NumPy-like array of a device address, shape and byte strides, so a user's epilogue
-  function indexes its array arguments as it would in any Numba kernel.
+  function indexes its array arguments as it would in any Numba kernel; ``element_view`` makes
+  one whose every element is a value already in a register (an epilogue array staged in shared
+  memory and read there by the kernel: the function's ``res[row, col]`` is then that value).
 
 Under the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) neither cffi pointers nor LLVM exist, so
 each name has a pure-Python twin with the same semantics (kernel arguments are arrays there):
@@ -23,7 +25,7 @@ from __future__ import annotations
 from numba import config, cuda, types
 
 __all__ = ["SIMULATOR", "ptr", "f32_ptr", "load_f32x4", "store_f32x4", "red_add_f32", "f32_bits", "f64_bits",
-           "device_array"]
+           "device_array", "element_view"]
 
 SIMULATOR = bool(config.ENABLE_CUDASIM)
 
@@ -55,6 +57,11 @@ if SIMULATOR:
     def device_array(a, shape, strides, dtype):
         """Simulator twin: arrays travel as themselves."""
         return a
+
+    def element_view(x, shape):
+        """Simulator twin: every element is x."""
+        import numpy as np
+        return np.broadcast_to(np.array(x), shape)
 else:
     import cffi
     from llvmlite import ir
@@ -175,3 +182,26 @@ else:
                                    meminfo=None)
             return ary._getvalue()
         return aryty(addr, shape, strides, dtype), codegen
+
+    @intrinsic
+    def element_view(typingctx, x, shape):
+        """An array of ``shape`` whose every element is ``x`` (strides 0 over one stack slot):
+        after inlining, LLVM forwards ``x`` to each read, so indexing it costs nothing."""
+        if not isinstance(x, types.Number) or not isinstance(shape, types.UniTuple):
+            return None
+        aryty = types.Array(x, len(shape), "A")
+
+        def codegen(context, builder, sig, args):
+            ary = context.make_array(aryty)(context, builder)
+            from numba.core import cgutils
+            slot = cgutils.alloca_once(builder, context.get_data_type(x))
+            builder.store(context.get_value_as_data(builder, x, args[0]), slot)
+            dims = [context.cast(builder, builder.extract_value(args[1], i), shape.dtype, types.intp)
+                    for i in range(len(shape))]
+            zero = context.get_constant(types.intp, 0)
+            item = context.get_abi_sizeof(context.get_data_type(x))
+            context.populate_array(ary, data=builder.bitcast(slot, ary.data.type), shape=dims,
+                                   strides=[zero] * len(shape), itemsize=context.get_constant(types.intp, item),
+                                   meminfo=None)
+            return ary._getvalue()
+        return aryty(x, shape), codegen

@@ -25,7 +25,7 @@ from numba.extending import register_jitable
 __all__ = ["elems_per_reg", "elems_per_chunk", "mma_shape", "a_fragment", "b_fragment", "c_fragment",
            "ldsm_a", "ldsm_b", "ldsm_phase_banks", "swizzle", "chunk_offset", "bank", "CHUNK", "BANKS",
            "wgmma_desc", "wgmma_operand_offset", "mn_major_offset", "wgmma_d_fragment", "SW128", "ROW_BYTES", "ATOM_BYTES",
-           "BOX_BYTES", "SWIZZLE_ALIGN", "OUT_BOX_BYTES", "ITEMSIZE", "FP8", "compute_dtype", "align_up"]
+           "BOX_BYTES", "SWIZZLE_ALIGN", "OUT_BOX_BYTES", "SOURCE_ROWS", "source_offset", "ITEMSIZE", "FP8", "compute_dtype", "align_up"]
 
 CHUNK = 16      # bytes moved by one cp.async / one ldmatrix row
 BANKS = 32      # shared-memory banks, 4 bytes wide
@@ -157,6 +157,20 @@ ATOM_BYTES = 1024  # 8 rows: the swizzle pattern's period, and SBO
 BOX_BYTES = 8192   # a 64 x 64 box of 16-bit elements: LBO of an mn-major tile
 SWIZZLE_ALIGN = ATOM_BYTES          # swizzled tiles start on this boundary in shared memory
 OUT_BOX_BYTES = 64 * ROW_BYTES      # an epilogue box: 64 rows of C x 128 bytes, stored by TMA
+
+
+# An epilogue array staged in shared memory (``hopper._stager``): each warp copies its 16 rows of
+# an output box, float32, by 16-byte cp.async into a slot of its own, in the order its lanes read
+# it: 32-byte pieces (an n8 block's row) by n8 block, then row half (rows g, g + 8), then row g.
+# A lane's column pair of each block (``c_fragment``) is then its own base plus a constant (no
+# address per element), and each half-warp's 8-byte reads cover the 32 banks once.
+SOURCE_ROWS = 16
+
+
+@register_jitable
+def source_offset(row, byte):
+    """Byte offset of byte ``byte`` of row ``row`` (0..15) in a warp's staged epilogue slot."""
+    return ((((byte >> 5) * 2 + (row >> 3)) * 8 + (row & 7)) * 2 + ((byte >> 4) & 1)) * 16 + (byte & 15)
 
 
 @register_jitable

@@ -62,6 +62,7 @@ MMA_SIGNATURES = {
     "tanh_approx": _F32(_F32),
     "lds_u32": _U32(_I32),
     "lds_v4u32": _I32(_FRAG, _I32, _I32),
+    "lds_v2f32": _I32(_P(_F32), _I32, _I32),
     "sts_v4u32": _I32(_I32, _U32, _U32, _U32, _U32),
     "sts_u16": _I32(_I32, _U32),
     "sts_u32": _I32(_I32, _U32),

@@ -3,6 +3,7 @@ flip for a column-major C, and the key of a user's function, which follows its c
 code in a fresh process, an edit, a changed closure value or a called function)."""
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -82,3 +83,57 @@ def test_scalar_arguments_reach_the_function_as_float32_unless_float64():
     assert b.spec.user.args == (("f32",), ("f64",), ("i64",))
     vals = b.values(b.spec)[2:]                           # (after M, N)
     assert vals == (float_bits(0.5), float_bits(2.0, "f64"), 3)
+
+
+def test_element_reads_finds_arrays_read_only_at_the_elements_position():
+    # what a kernel may stage and hand over element by element (``Epilogue.staged``): read from
+    # the bytecode, conservatively
+    from numba import cuda
+
+    from numba_tc.epilogue import element_reads
+
+    @cuda.jit(device=True)
+    def resid(acc, row, col, res, scale, other):
+        return acc + scale * res[row, col] * res[row, col] + other[col, row]
+
+    @cuda.jit(device=True)
+    def moved(acc, row, col, res):
+        row = row - 1
+        return acc + res[row, col]
+
+    @cuda.jit(device=True)
+    def sized(acc, row, col, res, res2):
+        return acc + res[row, col] + res2[row, col] * res2.shape[0]
+
+    @cuda.jit(device=True)
+    def nothing(acc, row, col, res):
+        return acc
+
+    def inner(acc, row, col, res):
+        def g():
+            return res[row, col]
+        return acc + g()
+    assert element_reads(resid) == {0}
+    assert element_reads(moved) == frozenset()
+    assert element_reads(sized) == {0}
+    assert element_reads(nothing) == frozenset()
+    assert element_reads(inner) == frozenset()
+
+
+def test_a_staged_epilogue_hands_the_function_an_element():
+    # the staged apply takes the element (sx) where the function read the array; a spec without
+    # a staged argument has none to hand over
+    from numba import cuda
+
+    from numba_tc.epilogue import UserFunction, make
+
+    @cuda.jit(device=True)
+    def resid(acc, row, col, res, scale):
+        return acc + scale * res[row, col]
+    kinds = (("array", "float32", 2, True), ("f32",))
+    spec = Epilogue(user=UserFunction("resid", code_digest(resid), kinds, resid))
+    assert spec.staged() == 0 and Epilogue(user=UserFunction("r", "d", (kinds[0][:3], kinds[1]), resid)).staged() is None
+    assert replace(spec, swap=True).staged() is None                  # (the kernel's rows: C's columns)
+    with pytest.raises(ValueError, match="no argument to stage"):
+        make(PLAIN, True)
+    assert make(spec, True) is not make(spec)

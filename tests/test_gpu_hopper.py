@@ -149,6 +149,46 @@ def test_auto_takes_192_row_tiles_with_their_epilogue(layout):
 
 
 @pytest.mark.skipif(not _sm90(), reason="wgmma needs an sm_90 GPU")
+@pytest.mark.parametrize("layout", verify.LAYOUTS)
+@pytest.mark.parametrize("out_dtype", ["input", "float32"])
+def test_an_epilogue_array_read_at_its_element_is_staged(layout, out_dtype):
+    # a float32 array of C's shape that the user's function reads only at [row, col]: the kernel
+    # copies its boxes into shared memory (explain says so) and hands the function the elements;
+    # ragged M and K, several tiles a block (the slots reused), rows and columns past C's edges,
+    # tf32 inputs too. A function that reads elsewhere, an array whose rows are not 16-byte
+    # multiples, a strided view: the array read where it lies, the same result
+    from numba import cuda
+    torch = pytest.importorskip("torch")
+    f = _scaled_residual()
+
+    @cuda.jit(device=True)
+    def shifted(acc, row, col, res, scale):
+        return acc + scale * res[row, min(col + 1, res.shape[1] - 1)]
+    for m, n, k, dt in ((4096, 4096, 1024, torch.bfloat16), (3001, 2052, 776, torch.bfloat16),
+                        (136, 260, 64, torch.float16), (1000, 1028, 520, torch.float32)):
+        a = torch.randn(k, m, device="cuda", dtype=dt).T if layout[0] == "T" else torch.randn(m, k, device="cuda", dtype=dt)
+        b = torch.randn(n, k, device="cuda", dtype=dt).T if layout[1] == "T" else torch.randn(k, n, device="cuda", dtype=dt)
+        kw = {"allow_tf32": True} if dt == torch.float32 else {}
+        odt = dt if out_dtype == "input" else torch.float32
+        ref = a.double() @ b.double()
+        wide = torch.randn(m, n + 4, device="cuda")
+        for fn, res, staged in ((f, torch.randn(m, n, device="cuda"), True), (shifted, torch.randn(m, n, device="cuda"), False),
+                                (f, wide[:, :n], True), (f, wide[:, 1:n + 1], False),
+                                (f, torch.randn(n, m, device="cuda").T, False)):
+            out = torch.full((m, n), float("nan"), device="cuda", dtype=odt)
+            args = dict(epilogue=fn, epilogue_args=(res, 0.5))
+            plan = numba_tc.explain(a, b, out=out, **args, **kw)
+            if dt != torch.float32:                 # (tf32 NN runs C^T = B^T A^T: stored from registers)
+                # (C stored by TMA: its rows 16-byte multiples)
+                assert ("staged" in plan) == (staged and n * out.element_size() % 16 == 0), (m, n, k, plan)
+            numba_tc.gemm(a, b, out=out, **args, **kw)
+            r = res.double()
+            want = ref + 0.5 * (torch.cat([r[:, 1:], r[:, -1:]], 1) if fn is shifted else r)
+            err = float(torch.linalg.norm(out.double() - want) / torch.linalg.norm(want))
+            assert err < (3e-3 if dt == torch.float32 and out_dtype == "float32" else 1e-2), (m, n, k, plan, err)
+
+
+@pytest.mark.skipif(not _sm90(), reason="wgmma needs an sm_90 GPU")
 def test_auto_swaps_decode_products_with_their_epilogue():
     # few rows of a row-major A (more than one: one row with a k-major B is gemv's): `auto` runs
     # C^T = B^T A^T on a narrow tile, a split among them;

@@ -240,3 +240,27 @@ def test_a_forced_variant_lists_the_tf32_kernels_it_can_plan():
     at = 1 + list(inspect.signature(hopper.wgmma_kernel).parameters).index("async_b")   # (key[0]: the factory)
     assert plain and not any(k.key[at] == "True" for k in plain if k.name.startswith("hopper"))
     assert any(k.key[at] == "True" for k in staged if k.name.startswith("hopper"))
+
+
+def test_a_staged_epilogue_array_costs_a_stage_and_an_output_box():
+    # shared memory for a staged epilogue array (two 16-row slots per warp, float32 at an output
+    # box's width) comes from the ring: 128x256 keeps 3 stages and one output box per consumer;
+    # tiles left with fewer than STAGED_MIN stages, promoted (fp8) ones and epilogues without
+    # such an array stay as they are
+    from numba import cuda
+
+    from numba_tc import hopper
+    from numba_tc.epilogue import PLAIN, Epilogue, UserFunction
+
+    @cuda.jit(device=True)
+    def resid(acc, row, col, res):
+        return acc + res[row, col]
+    spec = Epilogue(user=UserFunction("resid", "d", (("array", "float32", 2, True),), resid))
+    cfg = hopper.staged_config(hopper.RUNG7, spec, "bfloat16")
+    assert cfg.epi_source == hopper.staged_bytes(cfg, "bfloat16") == 4 * 2 * 16 * 64 * 4
+    assert cfg.epi_boxes == 1 and cfg.stages == 3 and cfg.smem_bytes <= 227 * 1024
+    assert hopper.staged_bytes(cfg, "float32") == cfg.epi_source // 2       # (32-column boxes)
+    wide = hopper.RUNG7_CONFIGS[-1]                                         # 192x192: 2 stages left
+    assert wide.consumers == 3 and hopper.staged_config(wide, spec, "bfloat16") is wide
+    assert hopper.staged_config(hopper.RUNG7, PLAIN, "bfloat16") is hopper.RUNG7
+    assert hopper.staged_config(hopper.FP8_CONFIGS[0], spec, "bfloat16") is hopper.FP8_CONFIGS[0]

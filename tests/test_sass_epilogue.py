@@ -55,3 +55,20 @@ def test_mma_tuned_user_epilogue_sass():
     assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
     assert c.count("HMMA") == compile_cubin(tensorcore.tiled_kernel(
         tensorcore.RUNG5, "bfloat16", "float32", False, False, True, True, True)).count("HMMA")
+
+
+@pytest.mark.parametrize("out", ["bfloat16", "float32"])
+def test_a_staged_epilogue_array_is_copied_ahead_and_read_from_shared_memory(hopper_cubins, out):
+    # the residual read only at [row, col] (``Epilogue.staged``): its boxes copied by cp.async
+    # (LDGSTS), each element pair read by one LDS.64 from the warp's slot, one FFMA an element,
+    # no global load per element and no local memory (the element handed to the function stays
+    # in a register)
+    staged = Epilogue(user=UserFunction("resid", code_digest(_resid), (("array", "float32", 2, True), ("f32",)),
+                                        _resid))
+    cfg = hopper.staged_config(hopper.RUNG7, staged, out)
+    c = compile_cubin(hopper.wgmma_kernel(cfg, "bfloat16", out, False, True, True, True, staged))
+    plain = hopper_cubins["plain"]
+    assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
+    assert c.count("HGMMA") == plain.count("HGMMA") and c.count("LDGSTS") > 0
+    assert c.count("LDS.64") == cfg.acc_regs // 2 == c.count("FFMA") // 2       # a load per accumulator pair
+    assert c.count("LD.E") == 0 and hopper_cubins["resid"].count("LD.E") == 128

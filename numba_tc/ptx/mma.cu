@@ -194,6 +194,12 @@ extern "C" __device__ int lds_u32(u32* ret, int saddr) {
     asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(*ret) : "r"(saddr));
     return 0;
 }
+// Two adjacent floats from shared memory (ld.shared.v2.f32, PTX ISA 9.7.9.8): a staged epilogue
+// array's column pair (``hopper._stager``), 8 bytes a lane.
+extern "C" __device__ int lds_v2f32(int* ret, float* f, int off, int saddr) {
+    asm volatile("ld.shared.v2.f32 {%0,%1}, [%2];\n" : "=f"(f[off]), "=f"(f[off + 1]) : "r"(saddr));
+    return 0;
+}
 // 16-byte shared accesses (ld/st.shared.v4): four words to registers, four registers to a
 // 16-byte aligned address (the Hopper producer's transposing copy, 4 x 4 fp32 blocks).
 extern "C" __device__ int lds_v4u32(int* ret, u32* f, int off, int saddr) {

@@ -1,0 +1,67 @@
+"""A user's scaled residual epilogue (``features.py``'s ``acc + 0.5 * res[row, col]``, res float32)
+under planning flags of ``numba_tc.hopper`` (``--settings``: "FLAG=value,..." each, e.g. the
+staged epilogue array off, ``STAGED=False``, or its lead, ``STAGED_LEAD=16``), each checked against
+float64 first (NaN-poisoned), then timed interleaved with the plain product (``auto``) on the same
+inputs: the overhead the epilogue adds.
+
+    python benchmarks/ab_staged.py --settings STAGED=False STAGED=True [--shapes 4096x4096x4096 ...] [--layout NT]
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+
+import torch
+
+import numba_tc
+from numba_tc import bench, hopper
+
+from ab_plan import value
+from features import _rel, scaled_residual
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--settings", nargs="+", default=["STAGED=False", "STAGED=True"])
+    p.add_argument("--shapes", nargs="+", default=["4096x4096x4096", "8192x8192x8192", "3000x5000x2000"])
+    p.add_argument("--layout", default="NN", choices=["NN", "NT", "TN", "TT"], help="T: that operand column-major")
+    p.add_argument("--dtype", default="bfloat16")
+    args = p.parse_args()
+    dt = getattr(torch, args.dtype)
+    top = numba_tc.get_variant("hopper")
+    cands = [(s, replace(top, name=f"abs_{i}"), {f: value(v) for f, v in (kv.split("=") for kv in s.split(","))})
+             for i, s in enumerate(args.settings)]
+    for shape in args.shapes:
+        m, n, k = (int(x) for x in shape.split("x"))
+        g = torch.Generator(device="cuda").manual_seed(1)
+        a = torch.randn(k, m, device="cuda", dtype=dt, generator=g).t() if args.layout[0] == "T" else \
+            torch.randn(m, k, device="cuda", dtype=dt, generator=g)
+        b = torch.randn(n, k, device="cuda", dtype=dt, generator=g).t() / k ** 0.5 if args.layout[1] == "T" else \
+            torch.randn(k, n, device="cuda", dtype=dt, generator=g) / k ** 0.5
+        res = torch.randn(m, n, device="cuda", dtype=torch.float32, generator=g)
+        want = a.double() @ b.double() + 0.5 * res.double()
+        plain = torch.empty(m, n, device="cuda", dtype=dt)
+        fns, names = [lambda: numba_tc.gemm(a, b, out=plain)], [f"plain [{numba_tc.explain(a, b)}]"]
+        for name, v, setting in cands:
+            out = torch.full((m, n), float("nan"), device="cuda", dtype=dt)
+            saved = {f: getattr(hopper, f) for f in setting}
+            for f, val in setting.items():
+                setattr(hopper, f, val)             # read when the call is planned (its first)
+            try:
+                numba_tc.gemm(a, b, v, epilogue=scaled_residual, epilogue_args=(res, 0.5), out=out)
+            finally:
+                for f, val in saved.items():
+                    setattr(hopper, f, val)
+            err = _rel(out, want)
+            assert err < 1e-2, (shape, name, err)
+            names.append(f"{name} rel_err {err:.2e}")
+            fns.append(lambda v=v, out=out: numba_tc.gemm(a, b, v, epilogue=scaled_residual,
+                                                          epilogue_args=(res, 0.5), out=out))
+        ms = bench.time_interleaved(fns)
+        for nm, t in zip(names, ms):
+            print(f"{shape} {args.layout} {nm:<60} {2 * m * n * k / t / 1e9:6.0f} TFLOP/s  overhead {t / ms[0] - 1:+.1%}",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()

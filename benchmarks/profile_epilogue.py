@@ -1,0 +1,29 @@
+"""One launch of ``gemm`` with features.py's residual epilogue (or plain), for Nsight Compute
+(``--profile-from-start off``: only the launch between cudaProfilerStart and Stop is profiled):
+    ncu --clock-control none --profile-from-start off python benchmarks/profile_epilogue.py staged 4096 4096 4096
+Modes: plain; unstaged (``hopper.STAGED = False``); staged."""
+import sys
+
+import torch
+
+import numba_tc
+from numba_tc import hopper
+
+from features import scaled_residual
+
+mode = sys.argv[1]
+m, n, k = (int(x) for x in sys.argv[2:5])
+hopper.STAGED = mode != "unstaged"
+a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16) / k ** 0.5
+res = torch.randn(m, n, device="cuda", dtype=torch.float32)
+out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+kw = {} if mode == "plain" else dict(epilogue=scaled_residual, epilogue_args=(res, 0.5))
+for _ in range(3):
+    numba_tc.gemm(a, b, out=out, **kw)
+torch.cuda.synchronize()
+torch.cuda.profiler.start()
+numba_tc.gemm(a, b, out=out, **kw)
+torch.cuda.synchronize()
+torch.cuda.profiler.stop()
+print(mode, numba_tc.explain(a, b, out=out))
