@@ -14,6 +14,7 @@ float64 first (NaN-poisoned).
 """
 import argparse
 import ast
+from contextlib import contextmanager
 from dataclasses import replace
 
 import torch
@@ -30,6 +31,19 @@ def value(text):
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
         return text
+
+
+@contextmanager
+def flags(setting):
+    """``hopper``'s planning flags set to ``setting`` ({name: value}) inside, restored after."""
+    saved = {f: getattr(hopper, f) for f in setting}
+    for f, val in setting.items():
+        setattr(hopper, f, val)
+    try:
+        yield
+    finally:
+        for f, val in saved.items():
+            setattr(hopper, f, val)
 
 
 def flag_candidates(flag, values):
@@ -76,15 +90,9 @@ def main():
         fns, names = [], []
         for name, v, setting in cands:
             out = torch.full((m, n), float("nan"), device="cuda", dtype=dt)
-            saved = {f: getattr(hopper, f) for f in setting}
-            for f, val in setting.items():
-                setattr(hopper, f, val)             # read when the call is planned (its first)
-            try:
+            with flags(setting):                    # read when the call is planned (its first)
                 numba_tc.gemm(a, b, v, out=out, **kw)
                 plan = numba_tc.explain(a, b, v, **kw)
-            finally:
-                for f, val in saved.items():
-                    setattr(hopper, f, val)
             err = float((out.double() - ref).norm() / ref.norm())
             assert err < tol, (s, name, err)
             names.append(f"{name} [{plan}]")

@@ -14,9 +14,9 @@ from dataclasses import replace
 import torch
 
 import numba_tc
-from numba_tc import bench, hopper
+from numba_tc import bench
 
-from ab_plan import value
+from ab_plan import flags, value
 from features import _rel, scaled_residual
 
 
@@ -44,14 +44,8 @@ def main():
         fns, names = [lambda: numba_tc.gemm(a, b, out=plain)], [f"plain [{numba_tc.explain(a, b)}]"]
         for name, v, setting in cands:
             out = torch.full((m, n), float("nan"), device="cuda", dtype=dt)
-            saved = {f: getattr(hopper, f) for f in setting}
-            for f, val in setting.items():
-                setattr(hopper, f, val)             # read when the call is planned (its first)
-            try:
+            with flags(setting):                    # read when the call is planned (its first)
                 numba_tc.gemm(a, b, v, epilogue=scaled_residual, epilogue_args=(res, 0.5), out=out)
-            finally:
-                for f, val in saved.items():
-                    setattr(hopper, f, val)
             err = _rel(out, want)
             assert err < 1e-2, (shape, name, err)
             names.append(f"{name} rel_err {err:.2e}")

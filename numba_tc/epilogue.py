@@ -159,7 +159,8 @@ def element_reads(fn) -> frozenset:
 @dataclass(frozen=True)
 class UserFunction:
     """A user's ``numba.cuda.jit(device=True)`` epilogue function and its arguments' kinds:
-    ("f32",) (a Python float), ("f64",) (``np.float64``), ("i64",) or ("array", dtype name, ndim).
+    ("f32",) (a Python float), ("f64",) (``np.float64``), ("i64",) or ("array", dtype name, ndim,
+    stageable: ``Epilogue.staged``).
     Equal and keyed by code, not identity."""
     name: str
     digest: str

@@ -790,7 +790,8 @@ def _box_store(MI, BN, OUT_ITEM, OUT_K, EB, EPI, BATCH=False, STAGER=None):
     COLS = layout.ROW_BYTES // OUT_ITEM            # columns of one 128-byte output box
     NBOX = BN // COLS
     NB = MI * NBOX
-    if STAGER is not None:
+    HAS_STAGE = STAGER is not None                 # (device code reads a bool, not the tuple)
+    if HAS_STAGE:
         ready, refill, read, source = STAGER[1:]
 
     @device
@@ -820,7 +821,7 @@ def _box_store(MI, BN, OUT_ITEM, OUT_K, EB, EPI, BATCH=False, STAGER=None):
         """The epilogue on the fragments of output box t, in registers (``fragments.apply_fragments``)."""
         mi = t // NBOX
         bx = t - mi * NBOX
-        if STAGER is None:
+        if not HAS_STAGE:
             apply_fragments(COLS // 8, acc, mi * (BN // 8) + bx * (COLS // 8), row0, col0, lane, BN // 8, 64, EPI, ep,
                             False)
         else:
@@ -833,7 +834,7 @@ def _box_store(MI, BN, OUT_ITEM, OUT_K, EB, EPI, BATCH=False, STAGER=None):
     def store_box(t, acc, tmc, buf0, nbox, row0, col0, tw, lane, bar, ep, z, erow0):
         mi = t // NBOX
         bx = t - mi * NBOX
-        src = source(buf0, tw) if STAGER is not None else 0
+        src = source(buf0, tw) if HAS_STAGE else 0
         if t == 0:
             apply_box(0, acc, erow0, col0, lane, ep, src)
         buf = buf0 + ((nbox + t) & (EB - 1)) * layout.OUT_BOX_BYTES
@@ -843,7 +844,7 @@ def _box_store(MI, BN, OUT_ITEM, OUT_K, EB, EPI, BATCH=False, STAGER=None):
         if t + 1 < NB:
             apply_box(t + 1, acc, erow0, col0, lane, ep, src)
         stage_frags(COLS // 8, acc, mi * (BN // 2) + bx * (COLS // 2), buf, 16 * (tw >> 5), lane)
-        if STAGER is not None:                     # (after the stores: the elements read are dead)
+        if HAS_STAGE:                              # (after the stores: the elements read are dead)
             if t == 0:
                 refill(0, src, erow0, col0, lane, ep)
             if t + 1 < NB:
