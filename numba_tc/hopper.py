@@ -555,7 +555,7 @@ def make_mainloop(consume, S, STAGE, CL, GROUPS=1, ahead=None, LEAD=0):
     after the tile."""
     advance = _advancer(S)
     release = _releaser(CL)
-    PF = ahead is not None
+    AHEAD = ahead is not None
 
     @device
     def mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0, lane, k0, row, bn0, ep):
@@ -563,7 +563,7 @@ def make_mainloop(consume, S, STAGE, CL, GROUPS=1, ahead=None, LEAD=0):
         when = max(ktiles - LEAD, 0)
         for t in range(ktiles):
             consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0)
-            if PF and t == when:
+            if AHEAD and t == when:
                 ahead(sbase, a_row0, row, bn0, lane, ep)
             wgmma_wait(GROUPS)
             if t > 0 and lane == 0:
@@ -697,13 +697,14 @@ def _stager(MI, BN, OUT_ITEM, EB, EPI_OFF, PER_CONS, WG_M, SLOT_IDX):
     instead of asking HBM for them while the tensor cores wait. Returns (start, ready, refill,
     read, source): ``start(sbase, a_row0, row, bn0, lane, ep)`` copies boxes 0 and 1 (the
     mainloop calls it ``epi_lead`` slices before the tile's end, so that they arrive while its
-    last slices run; the rest come during the epilogue: asking L2 for them ahead measured slower,
-    by line or in bulk, benchmarks/results/ab_staged_prefetch_h100.log); ``ready(t)``: box t has arrived; ``refill(t, src,
-    row, bn0, lane, ep)``: box t read, box t + 2 into its slot; ``read(src, t, jj, h, lane, x)``:
-    this lane's column pair of n8 block jj, row half h, of box t into x[0..1]; ``source(buf0,
-    tw)``: the warp's slots (``buf0``: its consumer's output boxes). ``EPI_OFF``: the output
-    boxes' offset from the ring's base, PER_CONS bytes per consumer; ``SLOT_IDX``: the
-    indices in ``ep`` of M, N, the array's address and its row stride in bytes."""
+    last slices run; the rest come during the epilogue: asking L2 for them ahead measured
+    slower, by line or in bulk, benchmarks/results/ab_staged_prefetch_h100.log); ``ready(t)``:
+    box t has arrived; ``refill(t, src, row, bn0, lane, ep)``: box t read, box t + 2 into its
+    slot; ``read(src, t, jj, h, lane, x)``: this lane's column pair of n8 block jj, row half h,
+    of box t into x[0..1]; ``source(buf0, tw)``: the warp's slots (``buf0``: its consumer's
+    output boxes). ``EPI_OFF``: the output boxes' offset from the ring's base, PER_CONS bytes
+    per consumer; ``SLOT_IDX``: the indices in ``ep`` of M, N, the array's address and its row
+    stride in bytes."""
     COLS = layout.ROW_BYTES // OUT_ITEM
     NBOX = BN // COLS
     NB = MI * NBOX
@@ -735,7 +736,8 @@ def _stager(MI, BN, OUT_ITEM, EB, EPI_OFF, PER_CONS, WG_M, SLOT_IDX):
 
     @device
     def start(sbase, a_row0, row, bn0, lane, ep):
-        src = sbase + EPI_OFF + (a_row0 // WG_M) * PER_CONS + EB * layout.OUT_BOX_BYTES + ((row & 63) >> 4) * 2 * SLOT
+        # (row & 63) >> 4: the warp in its consumer (tiles and consumers start on 64-row bounds)
+        src = source(sbase + EPI_OFF + (a_row0 // WG_M) * PER_CONS, (row & 63) << 1)
         for t in range(min(2, NB)):
             copy(t, src, row, bn0, lane, ep)
 
