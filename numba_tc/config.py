@@ -333,7 +333,7 @@ class WgmmaConfig:
     @property
     def epilogue_bytes(self) -> int:
         """``epi_boxes`` 64-row x 128-byte output boxes per consumer (a ring: some fill while TMA
-        stores the others)."""
+        stores the others), and after them ``epi_source`` bytes for a staged epilogue array."""
         return self.consumers * (self.epi_boxes * layout.OUT_BOX_BYTES + self.epi_source) if self.tma_store else 0
 
     @property

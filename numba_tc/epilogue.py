@@ -121,9 +121,15 @@ def element_reads(fn) -> frozenset:
     """The positions among ``epilogue_args`` of the arguments ``fn`` only ever reads as
     ``arg[row, col]``, at its own row and column (neither rebound): a kernel may hand such an
     argument's element to it instead of the array (``Epilogue.staged``). Read from the bytecode,
-    conservatively: any other use of the argument, or of row or col being rebound, leaves it out."""
+    conservatively: any other use of the argument, or of row or col being rebound, leaves it out.
+    Remembered per code object (a closure made anew each call shares its function's)."""
     code = getattr(getattr(fn, "py_func", fn), "__code__", None)
-    if code is None or code.co_argcount < 4 or code.co_flags & 0x0C:       # (no *args, **kwargs)
+    return frozenset() if code is None else _element_reads(code)
+
+
+@lru_cache(maxsize=256)
+def _element_reads(code) -> frozenset:
+    if code.co_argcount < 4 or code.co_flags & 0x0C:       # (no *args, **kwargs)
         return frozenset()
     names = code.co_varnames[:code.co_argcount]
     events = []                                      # ("load", name) per name loaded, else (opname, arg)

@@ -238,13 +238,14 @@ def _bias(x, kind, device, allowed, m, n, stream):
     return mat, axis
 
 
-def _stageable(x, d, m: int, n: int) -> bool:
-    """Whether a kernel may stage epilogue array ``x`` (described as ``d``) in shared memory by
-    16-byte copies and hand the function its elements (``Epilogue.staged``): float32 of C's shape,
-    contiguous rows, its address, row pitch and rows 16-byte multiples."""
-    if SIMULATOR or d[3] != "float32" or tuple(d[1]) != (m, n) or (m > 1 and d[2][0] * 4 % 16) or n * 4 % 16:
+def _stageable(d, m: int, n: int) -> bool:
+    """Whether a kernel may stage an epilogue array (described as ``d``, ``arrays.describe``) in
+    shared memory by 16-byte copies and hand the function its elements (``Epilogue.staged``): a
+    device array, float32 of C's shape, contiguous rows, its address, row pitch and rows 16-byte
+    multiples."""
+    if SIMULATOR or d[4] is None or d[3] != "float32" or tuple(d[1]) != (m, n) or n * 4 % 16:
         return False
-    return d[2][1] == 1 and d[4] % 16 == 0
+    return d[2][1] == 1 and d[4] % 16 == 0 and (m == 1 or d[2][0] * 4 % 16 == 0)
 
 
 def _user(fn, args, kind, device, stream, m: int = 0, n: int = 0) -> Tuple[UserFunction, tuple]:
@@ -276,7 +277,7 @@ def _user(fn, args, kind, device, stream, m: int = 0, n: int = 0) -> Tuple[UserF
             if d[3] not in USER_ARRAY_DTYPES:
                 raise TypeError(f"{name} has dtype {d[3]}; epilogue arrays may be "
                                 f"{', '.join(USER_ARRAY_DTYPES)}")
-            kinds.append(("array", d[3], len(d[1]), i in at and kind != "numpy" and _stageable(x, d, m, n)))
+            kinds.append(("array", d[3], len(d[1]), i in at and _stageable(d, m, n)))
             vals.append(_user_array(x, xk, d, stream))
     name = getattr(getattr(fn, "py_func", fn), "__qualname__", "epilogue")
     return UserFunction(name, code_digest(fn), tuple(kinds), fn), tuple(vals)

@@ -1188,7 +1188,7 @@ TAIL_S = 5e-6
 # as 4 on plain products, benchmarks/results/ab_stages3_h100.log). False: never (A/B runs).
 STAGED = True
 STAGED_MIN = 3
-STAGED_LEAD = 8
+STAGED_LEAD = WgmmaConfig.epi_lead
 HALVES = 0.925                      # a promoted tile added in halves waits twice a slice (fp8 128x256:
                                     # benchmarks/results/ab_fp8_halves_h100.log)
 

@@ -65,6 +65,7 @@ if SIMULATOR:
 else:
     import cffi
     from llvmlite import ir
+    from numba.core import cgutils
     from numba.cuda.extending import intrinsic
 
     _ffi = cffi.FFI()
@@ -193,7 +194,6 @@ else:
 
         def codegen(context, builder, sig, args):
             ary = context.make_array(aryty)(context, builder)
-            from numba.core import cgutils
             slot = cgutils.alloca_once(builder, context.get_data_type(x))
             builder.store(context.get_value_as_data(builder, x, args[0]), slot)
             dims = [context.cast(builder, builder.extract_value(args[1], i), shape.dtype, types.intp)
