@@ -165,9 +165,11 @@ def test_dependent_launches_on_the_second_gpu_and_a_side_stream():
     with torch.cuda.device(1):
         s = torch.cuda.Stream()
         for m, n, k, dtype in ((1000, 520, 392, torch.float32), (64, 256, 16384, torch.bfloat16)):
-            a = torch.randn(m, k, device="cuda:1", dtype=dtype)
-            b = torch.randn(k, n, device="cuda:1", dtype=dtype)
             tf32 = dtype == torch.float32
+            # (tf32 with A row-major is one swapped launch: A column-major keeps B's transposing copy)
+            a = torch.randn(k, m, device="cuda:1", dtype=dtype)
+            a = a.t() if tf32 else a.reshape(m, k)
+            b = torch.randn(k, n, device="cuda:1", dtype=dtype)
             assert ";" in numba_tc.explain(a, b, allow_tf32=tf32)
             with torch.cuda.stream(s):
                 c = numba_tc.gemm(a, b, allow_tf32=tf32)
