@@ -2,9 +2,11 @@
 under planning flags of ``numba_tc.hopper`` (``--settings``: "FLAG=value,..." each, e.g. the
 staged epilogue array off, ``STAGED=False``, or its lead, ``STAGED_LEAD=16``), each checked against
 float64 first (NaN-poisoned), then timed interleaved with the plain product (``auto``) on the same
-inputs: the overhead the epilogue adds.
+inputs: the overhead the epilogue adds. ``--tiles`` (``ab_plan.py``'s "key=value,...[:splits]"): fixed
+tiles of the top rung, each with the residual and as a plain product, against the same plain ``auto``.
 
     python benchmarks/ab_staged.py --settings STAGED=False STAGED=True [--shapes 4096x4096x4096 ...] [--layout NT]
+    python benchmarks/ab_staged.py --settings STAGED=True --tiles "bn=128,max_stages=6,pingpong=1"
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import torch
 import numba_tc
 from numba_tc import bench
 
-from ab_plan import flags, value
+from ab_plan import flags, tile_candidates, value
 from features import _rel, scaled_residual
 
 
@@ -26,11 +28,13 @@ def main():
     p.add_argument("--shapes", nargs="+", default=["4096x4096x4096", "8192x8192x8192", "3000x5000x2000"])
     p.add_argument("--layout", default="NN", choices=["NN", "NT", "TN", "TT"], help="T: that operand column-major")
     p.add_argument("--dtype", default="bfloat16")
+    p.add_argument("--tiles", nargs="+", default=[], help='fixed tiles: "key=value,...[:splits]"')
     args = p.parse_args()
     dt = getattr(torch, args.dtype)
     top = numba_tc.get_variant("hopper")
     cands = [(s, replace(top, name=f"abs_{i}"), {f: value(v) for f, v in (kv.split("=") for kv in s.split(","))})
-             for i, s in enumerate(args.settings)]
+             for i, s in enumerate(args.settings)] + tile_candidates(args.tiles)[1:]
+    tiles = {name for name, *_ in tile_candidates(args.tiles)[1:]}
     for shape in args.shapes:
         m, n, k = (int(x) for x in shape.split("x"))
         g = torch.Generator(device="cuda").manual_seed(1)
@@ -46,11 +50,19 @@ def main():
             out = torch.full((m, n), float("nan"), device="cuda", dtype=dt)
             with flags(setting):                    # read when the call is planned (its first)
                 numba_tc.gemm(a, b, v, epilogue=scaled_residual, epilogue_args=(res, 0.5), out=out)
+                plan = numba_tc.explain(a, b, v, epilogue=scaled_residual, epilogue_args=(res, 0.5))
             err = _rel(out, want)
             assert err < 1e-2, (shape, name, err)
-            names.append(f"{name} rel_err {err:.2e}")
+            names.append(f"{name} [{plan}] rel_err {err:.2e}")
             fns.append(lambda v=v, out=out: numba_tc.gemm(a, b, v, epilogue=scaled_residual,
                                                           epilogue_args=(res, 0.5), out=out))
+            if name in tiles:                       # the fixed tile's own plain product, checked too
+                own = torch.full((m, n), float("nan"), device="cuda", dtype=dt)
+                numba_tc.gemm(a, b, v, out=own)
+                err = _rel(own, want - 0.5 * res.double())
+                assert err < 1e-2, (shape, name, "plain", err)
+                names.append(f"{name} plain [{numba_tc.explain(a, b, v)}] rel_err {err:.2e}")
+                fns.append(lambda v=v, own=own: numba_tc.gemm(a, b, v, out=own))
         ms = bench.time_interleaved(fns)
         for nm, t in zip(names, ms):
             print(f"{shape} {args.layout} {nm:<60} {2 * m * n * k / t / 1e9:6.0f} TFLOP/s  overhead {t / ms[0] - 1:+.1%}",

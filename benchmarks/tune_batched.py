@@ -30,8 +30,10 @@ def candidates(tiles=(), configs=()):
 
 def hopper_cfg(plan):
     """The configuration an ``explain`` line of a batched ``hopper`` plan names (by its tile;
-    64x128 is the short-K one, ``hopper.SHORT_K``)."""
+    64x128 is the short-K one, ``hopper.SHORT_K``, or with ping-pong ``hopper.NARROW_N``)."""
     from numba_tc import hopper
+    if "ping-pong" in plan:
+        return hopper.NARROW_N
     bm, bn = (int(x) for x in plan.split(": ")[1].split()[0].split("x"))
     if (bm, bn) == (hopper.SHORT_K.bm, hopper.SHORT_K.bn):
         return hopper.SHORT_K
@@ -65,19 +67,22 @@ def main(argv=None):
             cands = [None] + cands[-2 * len(args.configs):]       # (None: auto)
         for i, cfg in enumerate(cands):
             v = "auto" if cfg is None else numba_tc.variant_from(
-                cfg, f"tb_{cfg.bm}x{cfg.bn}e{cfg.epi_boxes}b{cfg.min_blocks}_{i}", splits=1)
+                cfg, f"tb_{cfg.bm}x{cfg.bn}e{cfg.epi_boxes}b{cfg.min_blocks}{'pp' * cfg.pingpong}_{i}", splits=1)
             cfg = cfg or hopper_cfg(chosen)
             path = numba_tc.explain(a, b, v, out=out)
+            out.fill_(float("nan"))
             numba_tc.gemm(a, b, v, out=out)
             err = float(torch.linalg.norm(out.double() - ref) / torch.linalg.norm(ref))
+            assert err < 1e-2, (s, path, err)
             ms, rms = bench.time_interleaved([lambda: numba_tc.gemm(a, b, v, out=out),
                                               lambda: torch.bmm(a, b, out=ref_out)], budget_s=args.budget)
-            r = {"batch": nb, "m": m, "n": n, "k": k, "tile": f"{cfg.bm}x{cfg.bn}", "epi_boxes": cfg.epi_boxes,
+            r = {"batch": nb, "m": m, "n": n, "k": k, "tile": f"{cfg.bm}x{cfg.bn}", "pingpong": cfg.pingpong,
+                 "epi_boxes": cfg.epi_boxes,
                  "stages": cfg.stages, "path": path, "chosen": chosen, "ms": ms, "bmm_ms": rms, "ratio": rms / ms,
                  "rel_err": err, "commit": bench.commit_id()}
             rows.append(r)
             r["min_blocks"] = cfg.min_blocks
-            print(f"{s} {r['tile']} boxes {cfg.epi_boxes} stages {cfg.stages} blocks/SM {cfg.min_blocks}: "
+            print(f"{s} {r['tile']}{' ping-pong' * cfg.pingpong} boxes {cfg.epi_boxes} stages {cfg.stages} blocks/SM {cfg.min_blocks}: "
                   f"ratio {r['ratio']:.3f} "
                   f"err {err:.1e} ({path}; auto: {chosen})", flush=True)
     if args.json:

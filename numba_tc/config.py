@@ -264,6 +264,8 @@ class WgmmaConfig:
                                     # (``hopper._stager``; 0: none)
     epi_lead: int = 8               # ... whose first boxes are copied this many K slices before a
                                     # tile's end
+    pingpong: bool = False          # the consumers take alternate tiles, each a whole bm x bn one: one's
+                                    # epilogue runs beside the other's mainloop (CUTLASS's ping-pong)
     group_m: int = 8                # tile order: groups of group_m block rows share B tiles in L2
     max_stages: int = 6
     min_blocks: int = 1
@@ -289,8 +291,8 @@ class WgmmaConfig:
 
     @property
     def wg_m(self) -> int:
-        """Rows of C per consumer warpgroup."""
-        return self.bm // self.consumers
+        """Rows of C per consumer warpgroup (ping-pong: the whole tile's)."""
+        return self.bm if self.pingpong else self.bm // self.consumers
 
     @property
     def acc_regs(self) -> int:
@@ -350,7 +352,10 @@ class WgmmaConfig:
     def validate(self) -> None:
         _need(self.bk == 64, "bk is 64: one 128-byte swizzled row of 16-bit elements per K slice")
         _need(self.consumers in (1, 2, 3), "consumers: 1 to 3 warpgroups")
-        _need(self.bm % (64 * self.consumers) == 0,
+        _need(not self.pingpong or (self.consumers == 2 and self.persistent and not (self.staged or self.epi_source)),
+              "ping-pong: two consumer warpgroups of a persistent kernel take alternate tiles (no staged B or "
+              "epilogue array: their epilogues already run beside the other's mainloop)")
+        _need(self.bm % (64 * (1 if self.pingpong else self.consumers)) == 0,
               f"bm={self.bm}: each of {self.consumers} consumer warpgroups needs a multiple of 64 rows")
         _need(self.bm <= 256, f"bm={self.bm}: a TMA box has at most 256 rows")
         _need(self.bn in WGMMA_N, f"bn={self.bn}: one of {WGMMA_N} (the wgmma widths in ptx/hopper.cu)")

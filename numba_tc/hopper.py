@@ -32,7 +32,9 @@ configuration that switches on what its note says:
    are too few to fill the GPU (split-K: fp32 partial sums in scratch, added in a fixed order
    by ``fixup``, which then applies the epilogue), or whether only the tiles of a last,
    partial round are split (a tail split, ``pick_tail``: whole rounds of whole tiles first);
-   operands TMA cannot read are first copied to a pitch it can (``repack``). A decode product (at most 32 rows of a row-major A) runs
+   operands TMA cannot read are first copied to a pitch it can (``repack``). A batched product
+   of one 128-wide column runs ping-pong consumers (``WgmmaConfig.pingpong``, ``NARROW_N``):
+   each warpgroup a tile of its own, their mainloops in turns, one's epilogue beside the other's. A decode product (at most 32 rows of a row-major A) runs
    swapped, C^T = B^T A^T, on 64x8 to 64x32 tiles (``SWAP``, ``_narrow_swap``): N on the tile's
    64 rows, C's rows the wgmma's narrow width, as cuBLAS's decode kernels do.
 
@@ -83,7 +85,7 @@ from . import primitives
 from .primitives import (cluster_ctarank, cluster_sync, cp_async16, cp_async_commit, cp_async_wait,
                          fence_proxy_async, grid_dep_wait, lds_u32, lds_v2f32, lds_v4u32, mbar_arrive,
                          mbar_arrive_cluster, mbar_expect_tx, mbar_fence_init, mbar_init, mbar_wait,
-                         named_barrier, setmaxnreg_dec, setmaxnreg_inc, smem_addr, sts_out2, sts_v4u32, tf32_rn,
+                         named_barrier, named_barrier_arrive, setmaxnreg_dec, setmaxnreg_inc, smem_addr, sts_out2, sts_v4u32, tf32_rn,
                          tma_load_2d, tma_load_2d_multicast, tma_load_3d, tma_prefetch_map, tma_store_2d,
                          tma_store_3d, tma_store_commit, tma_store_wait_all, tma_store_wait_read,
                          wgmma_commit, wgmma_fence, wgmma_wait)
@@ -106,6 +108,7 @@ KMAJOR_ONLY = layout.FP8 + ("tf32",)             # input types wgmma reads k-maj
 PARAMS = ("map",) * 3 + ("i64",) * 12
 ASYNC_THREADS = 128      # the producer warpgroup: all of it copies an operand by cp.async
 ASYNC_BAR = 15           # ... and meets at this named barrier (the consumers' epilogue uses 1 + warpgroup)
+TURN_BAR = 4             # ping-pong: consumer wg's mainloop waits at TURN_BAR + wg for the other's turn to end
 
 
 # ---------------------------------------------------------------------------------------------
@@ -913,7 +916,19 @@ def make_epilogue_part(MI, BN, out_dtype, vc, TMA_C, EB, epi, BATCH=False, TRANS
 
 
 @lru_cache(maxsize=None)
-def make_consumer(walk_unit, mainloop, store, drain, NACC, WG_M, PLANE, TRANS=False, part=None, BM=0, BN=0, CL=1):
+def _skipper(S):
+    """``skip(s, ph, n)``: the ring position n stages after (s, ph), the other consumer's tile's
+    slices passed over (``make_consumer``'s PING)."""
+    @device
+    def skip(s, ph, n):
+        t = s + n
+        return t % S, ph ^ ((t // S) & 1)
+    return skip
+
+
+@lru_cache(maxsize=None)
+def make_consumer(walk_unit, mainloop, store, drain, NACC, WG_M, PLANE, TRANS=False, part=None, BM=0, BN=0, CL=1,
+                  S=1, PING=False):
     """A consumer warpgroup: ``consumer(acc, pacc, C, tmc, sbase, ebase, bars, w, ldc, M, N, wg,
     tid, ep, P)``: for each unit of walk ``w``, the mainloop, then the epilogue (``store``, then
     ``drain`` once at the end). A split-K unit writes its partial sum to plane s of C, PLANE
@@ -921,21 +936,37 @@ def make_consumer(walk_unit, mainloop, store, drain, NACC, WG_M, PLANE, TRANS=Fa
     ``fixup`` adds the planes); a batched one, to matrix s. With ``part`` (a tail-split kernel,
     ``make_scheduler``'s TAIL), a split unit (s >= 0) writes its partial sum with ``part``
     (``fragments.make_store_out``, fp32) to block s at P, CL * BM x BN floats of its cluster's
-    tiles (``fixup.tail_fixup_kernel`` adds them); a whole tile goes to C by ``store``."""
+    tiles (``fixup.tail_fixup_kernel`` adds them); a whole tile goes to C by ``store``. With
+    PING (``WgmmaConfig.pingpong``), consumer wg takes units wg, wg + 2, ... of the walk, each a
+    whole tile, and passes over the other's slices in the ring (of S stages); its mainloop runs
+    while the other's epilogue does. The mainloops take turns (CUTLASS's ordered math barrier):
+    one starts once the other's, of the unit before, has waited on all its stages, so that a
+    stage's full barrier is never waited on two phases ahead (a parity wait could not tell)."""
+    skip = _skipper(S)
+
     @device
     def consumer(acc, pacc, C, tmc, sbase, ebase, bars, w, ldc, M, N, wg, tid, ep, P):
         tw = tid & 127
         lane = tid & 31
-        a_row0 = wg * WG_M                                # this consumer's rows of the A tile
+        a_row0 = 0 if PING else wg * WG_M                 # this consumer's rows of the A tile
         m_warp = a_row0 + 16 * ((tid >> 5) & 3)           # and this warp's rows of C
         s = 0
         ph = 0
         nbox = 0
-        for u in range(w[0], w[2], w[1]):
+        first, stride = w[0], w[1]
+        if PING:
+            first, stride = w[0] + wg * w[1], 2 * w[1]
+            if wg == 1 and w[0] < w[2]:
+                s, ph = skip(s, ph, walk_unit(w, w[0])[4])
+        for u in range(first, w[2], stride):
             bm0, bn0, sp, k0, kn = walk_unit(w, u)
             for i in range(NACC):
                 acc[i] = float32(0)
+            if PING and u > w[0]:
+                named_barrier(TURN_BAR + wg, 256)                 # the other's turn is over
             s, ph = mainloop(pacc, sbase, bars, s, ph, kn, a_row0, lane, k0, bm0 + m_warp, bn0, ep)
+            if PING and u + w[1] < w[2]:
+                named_barrier_arrive(TURN_BAR + 1 - wg, 256)      # the other's turn
             if part is None:
                 nbox = store(acc, C + sp * ((N if TRANS else M) * ldc * PLANE), tmc, ebase, nbox, bm0 + m_warp, bn0,
                              ldc, M, N, wg, tw, lane, ep, sp)
@@ -943,6 +974,8 @@ def make_consumer(walk_unit, mainloop, store, drain, NACC, WG_M, PLANE, TRANS=Fa
                 nbox = store(acc, C, tmc, ebase, nbox, bm0 + m_warp, bn0, ldc, M, N, wg, tw, lane, ep, 0)
             else:
                 part(P + sp * (CL * BM * BN * 4), BN, CL * BM, BN, acc, w[6] * BM + m_warp, 0, lane, ep)
+            if PING and u + w[1] < w[2]:
+                s, ph = skip(s, ph, walk_unit(w, u + w[1])[4])
         drain(tw)
     return consumer
 
@@ -1033,7 +1066,8 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
     A_BYTES, STAGE = BM * BK * layout.ITEMSIZE[dtype], cfg.stage_bytes
     EPI_BYTES = cfg.epilogue_bytes
     # the parts
-    init_ring = make_init_ring(S, CONS * 4 * CL, CL, async_b)     # empty: lane 0 of every consumer warp of the cluster
+    # empty: lane 0 of every warp of the cluster's consumers of a stage (ping-pong: one warpgroup's)
+    init_ring = make_init_ring(S, (1 if cfg.pingpong else CONS) * 4 * CL, CL, async_b)
     consume = make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b)
     walk, walk_unit = make_scheduler(BM, BN, cfg.group_m, CL, split, batch, tail)
     ITEM = layout.ITEMSIZE[dtype]
@@ -1056,7 +1090,7 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
     part = make_store_out(MI * (BN // 8), BN // 8, 64, 4, OUT_CONVERT["float32"], True, 8, make_epilogue(PLAIN)) \
         if tail else None
     consumer = make_consumer(walk_unit, mainloop, store, drain, NACC, WG_M,
-                             layout.ITEMSIZE[out_dtype], trans_c, part, BM, BN, CL)
+                             layout.ITEMSIZE[out_dtype], trans_c, part, BM, BN, CL, S, cfg.pingpong)
     one_tile = make_one_tile(make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, cfg.tma_bytes, 1, ITEM=ITEM), consume,
                              make_epilogue_part(MI, BN, out_dtype, vc, False, cfg.epi_boxes, epi, False, trans_c)[0],
                              BM, BN, BK, cfg.group_m, WG_M, NACC, S, STAGE)
@@ -1348,8 +1382,9 @@ def staged_bytes(cfg: WgmmaConfig, out_dtype: str) -> int:
 def staged_config(cfg: WgmmaConfig, epi, out_dtype: str) -> WgmmaConfig:
     """``cfg`` with shared memory to stage ``epi``'s array in (``Epilogue.staged``, ``_stager``)
     and one output box per consumer, where it has such an array, the kernel stores whole tiles
-    by TMA and at least ``STAGED_MIN`` stages are left; else ``cfg``."""
-    if not STAGED or epi.staged() is None or not (cfg.tma_store and cfg.persistent) or cfg.promote:
+    by TMA and at least ``STAGED_MIN`` stages are left; else ``cfg`` (so too for ping-pong
+    tiles, whose epilogue runs beside the other consumer's mainloop)."""
+    if not STAGED or epi.staged() is None or not (cfg.tma_store and cfg.persistent) or cfg.promote or cfg.pingpong:
         return cfg
     new = cfg.replace(epi_boxes=1, epi_source=staged_bytes(cfg, out_dtype), epi_lead=STAGED_LEAD)
     return new if new.stages >= STAGED_MIN else cfg
@@ -1633,7 +1668,8 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
 
 def _label(cfg: WgmmaConfig, async_b: bool, swap: bool, splits: int, tail) -> str:
     """What ``explain`` says the product's launch runs, e.g. "64x8 swapped split-K 2"."""
-    return (f"{cfg.bm}x{cfg.bn}" + (f" cluster {cfg.cluster}" if cfg.cluster > 1 else "") + (" cp.async b" if async_b else "")
+    return (f"{cfg.bm}x{cfg.bn}" + (" ping-pong" if cfg.pingpong else "")
+            + (f" cluster {cfg.cluster}" if cfg.cluster > 1 else "") + (" cp.async b" if async_b else "")
             + (" swapped" if swap else "") + (f" split-K {splits}" if splits > 1 else "")
             + (" (epilogue array staged)" if cfg.epi_source else "")
             + (f", last {tail[1]} tiles split-K {tail[3]}" if tail else ""))
@@ -1688,8 +1724,9 @@ def _batched_steps(cfgs, a, b, c, dev, epi, batch, resident):
     """The launch of a batched product (``batch``: the count and each operand's matrix stride,
     0 for one broadcast to every batch) in one persistent grid, every operand's tensor map 3-D;
     or None where TMA cannot read or write the operands as they are (the caller then runs one
-    product per batch). The tile is the cost model's for the whole batch; no clusters, no
-    split-K (a batch has tiles enough)."""
+    product per batch). The tile is the cost model's for the whole batch, but for one or two K
+    slices (``SHORT_K``) and for one 128-wide column (``NARROW_N``); no clusters, no split-K (a
+    batch has tiles enough)."""
     from . import driver
     pool = [cfg for cfg in cfgs if cfg.cluster == 1 and cfg.persistent and cfg.tma_store]
     strides = ((a, batch.a), (b, batch.b), (c, batch.c))
@@ -1698,6 +1735,8 @@ def _batched_steps(cfgs, a, b, c, dev, epi, batch, resident):
     m, n, kk = c.rows, c.cols, a.cols
     if cdiv(kk, pool[0].bk) <= 2 and len(pool) > 1:     # (the top rung's pool; a fixed tile keeps its own)
         cfg = SHORT_K
+    elif NARROW_PINGPONG and n == NARROW_N.bn and len(pool) > 1:
+        cfg = NARROW_N
     else:                       # the model's M: every matrix's rows padded to the tile, then stacked
         def padded(cfg, mm, nn, k, s, sms, ob):
             return estimate(cfg, cdiv(m, cfg.bm) * cfg.bm * batch.count, nn, k, s, sms, ob)
@@ -1718,7 +1757,7 @@ def _batched_steps(cfgs, a, b, c, dev, epi, batch, resident):
     def args(pa, pb, pc, *ep):
         return (encode(pa, *ea, 128, *depth(a, batch.a)), encode(pb, *eb, 128, *depth(b, batch.b)),
                 encode(pc, *ec, 128, batch.count, batch.c), pc, m, n, kk, c.ld, 1, batch.count, bmask, 0, 0, 0, 0, *ep)
-    label = f"{cfg.bm}x{cfg.bn} batched {batch.count}"
+    label = f"{cfg.bm}x{cfg.bn}{' ping-pong' * cfg.pingpong} batched {batch.count}"
     return [Step(k, grid, cfg.threads, args, smem=cfg.smem_bytes, fn=fn, label=label)]
 
 
@@ -1825,6 +1864,14 @@ SWAP_CONFIGS = tuple(RUNG7.replace(bm=64, bn=w, consumers=1, tma_store=False, ma
 # 0.905 for 128x128 tiles with 4 output boxes, the choice before (benchmarks/NOTES.md, sessions
 # 13-14, 25; results/tune_batched_2blocks_h100.log); other batched shapes follow the cost model.
 SHORT_K = RUNG7.replace(bm=64, bn=128, consumers=1, min_blocks=2, regs=(40, 216), max_stages=4)
+# A batched product of one full 128-wide tile column (N = 128: attention's P V at head size 128)
+# and more K slices: its tiles' output is a large part of their work, so the two consumers take
+# turns (``pingpong``), one's epilogue beside the other's mainloop, on 64x128 tiles with 4 output
+# boxes each: faster than the model's tile on 5 of 6 such shapes, level on the sixth (64 x
+# 4096x128x4096; benchmarks/NOTES.md, session 30). Narrower columns (N = 64, 96, 112) and two
+# (256) measured slower on it, so the model keeps them. NARROW_PINGPONG: False, never (A/B runs).
+NARROW_N = RUNG7.replace(bm=64, bn=128, pingpong=True, epi_boxes=4, max_stages=8)
+NARROW_PINGPONG = True
 
 # fp8 inputs: tiles whose accumulators are promoted (each K slice summed apart, then added to fp32
 # registers, as cuBLAS's default and DeepGEMM do), 128x192, 128x256 or 128x128 as the cost model

@@ -94,6 +94,7 @@ HOPPER_SIGNATURES = {
     "cluster_ctarank": _I32(),
     "cluster_sync": _I32(),
     "named_barrier": _I32(_I32, _I32),
+    "named_barrier_arrive": _I32(_I32, _I32),
     "tma_store_wait_all": _I32(),
     "wgmma_fence": _I32(),
     "wgmma_commit": _I32(),

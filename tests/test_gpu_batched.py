@@ -61,6 +61,20 @@ def test_batched_on_192_row_tiles(ta, tb, nb, m, n, k):
 
 
 @pytest.mark.skipif(not HOPPER, reason="the batched kernel is sm_90")
+@pytest.mark.parametrize("ta, tb", [(False, False), (False, True), (True, False), (True, True)])
+@pytest.mark.parametrize("nb, m, n, k", [(7, 200, 128, 520), (3, 1000, 128, 264), (512, 64, 128, 1024)])
+def test_batched_one_tile_column_takes_turns(ta, tb, nb, m, n, k):
+    # N = 128 and more than two K slices: ping-pong consumers (``hopper.NARROW_N``), an odd count
+    # of tiles, ragged M and K; with an epilogue too
+    a, b = _rand(nb, m, k, t=ta), _rand(nb, k, n, t=tb)
+    _check(a, b, "64x128 ping-pong batched")
+    bias = _rand(n)
+    out = numba_tc.gemm(a, b, bias=bias, activation="gelu_tanh")
+    ref = torch.nn.functional.gelu(torch.matmul(a.double(), b.double()) + bias.double(), approximate="tanh")
+    assert _err(out, ref) < 1e-2
+
+
+@pytest.mark.skipif(not HOPPER, reason="the batched kernel is sm_90")
 def test_broadcast_and_strided_batches():
     _check(_rand(300, 128), _rand(4, 128, 256), "batched")                  # a shared by every batch
     _check(_rand(4, 296, 128, t=True), _rand(128, 256), "batched")         # b shared, a not stacked

@@ -102,6 +102,41 @@ def test_each_hopper_configuration_alone(i, layout):
         assert r.ok, (cfg, r)
 
 
+PINGPONG = [hopper.RUNG7.replace(bn=128, max_stages=6, pingpong=True), hopper.NARROW_N,
+            hopper.RUNG7.replace(bm=64, bn=256, pingpong=True), hopper.RUNG7.replace(bn=128, pingpong=True, cluster=2)]
+
+
+@pytest.mark.skipif(not _sm90(), reason="wgmma needs an sm_90 GPU")
+@pytest.mark.parametrize("layout", verify.LAYOUTS)
+@pytest.mark.parametrize("i", range(len(PINGPONG)))
+def test_ping_pong_tiles_alone(i, layout):
+    # the consumers take alternate tiles (``WgmmaConfig.pingpong``), forced: blocks of one tile
+    # (the second consumer idle), of an odd count (the first takes one more), of many (the
+    # persistent loop wraps); whole and split along K (units of different K runs), 16-bit and
+    # float32 out, with a user's epilogue reading an array
+    torch = pytest.importorskip("torch")
+    cfg = PINGPONG[i]
+    for splits in (1, 3):
+        v = numba_tc.variant_from(cfg, f"hopper_pp{i}_s{splits}", splits=splits)
+        for m, n, k, out in ((64, 128, 64, "bfloat16"), (264, 200, 136, "float32"), (2056, 2312, 1096, "bfloat16"),
+                             (1000, 3000, 520, "float32")):
+            r = verify.check(v, m, n, k, layout=layout, dtype="bfloat16", out_dtype=out)
+            assert r.ok, (cfg, splits, r)
+    f = _scaled_residual()
+    v = numba_tc.variant_from(cfg, f"hopper_pp{i}_s1", splits=1)
+    m, n, k = 1000, 1032, 776
+    a = torch.randn(k, m, device="cuda", dtype=torch.bfloat16).T if layout[0] == "T" else \
+        torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16).T if layout[1] == "T" else \
+        torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+    res = torch.randn(m, n, device="cuda")
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    assert "ping-pong" in numba_tc.explain(a, b, v, out=out, epilogue=f, epilogue_args=(res, 0.5))
+    numba_tc.gemm(a, b, v, out=out, epilogue=f, epilogue_args=(res, 0.5))
+    want = a.double() @ b.double() + 0.5 * res.double()
+    assert float(torch.linalg.norm(out.double() - want) / torch.linalg.norm(want)) < 1e-2
+
+
 @pytest.mark.skipif(not _sm90(), reason="wgmma needs an sm_90 GPU")
 @pytest.mark.parametrize("layout", ["NN", "NT"])
 @pytest.mark.parametrize("i", range(len(hopper.SWAP_CONFIGS)))

@@ -264,3 +264,16 @@ def test_a_staged_epilogue_array_costs_a_stage_and_an_output_box():
     assert wide.consumers == 3 and hopper.staged_config(wide, spec, "bfloat16") is wide
     assert hopper.staged_config(hopper.RUNG7, PLAIN, "bfloat16") is hopper.RUNG7
     assert hopper.staged_config(hopper.FP8_CONFIGS[0], spec, "bfloat16") is hopper.FP8_CONFIGS[0]
+    assert hopper.staged_config(hopper.NARROW_N, spec, "bfloat16") is hopper.NARROW_N     # (its epilogue hides)
+
+
+def test_ping_pong_configuration_rules():
+    # each consumer a whole tile: its rows are the tile's, a stage is released by one warpgroup
+    from numba_tc import hopper
+    pp = hopper.RUNG7.replace(bn=128, pingpong=True)
+    assert pp.wg_m == 128 and pp.acc_regs == 128 and hopper.NARROW_N.wg_m == 64 and hopper.NARROW_N.stages == 6
+    for bad in (dict(consumers=1, bm=64), dict(persistent=False), dict(epi_source=4096)):
+        with pytest.raises(ConfigError, match="ping-pong"):
+            pp.replace(**bad)
+    with pytest.raises(ConfigError, match="accumulators per thread"):
+        pp.replace(bn=256)                                  # 128 x 256 in one warpgroup: 256 registers

@@ -238,3 +238,14 @@ def test_row_copy_moves_16_bytes_an_access_where_rows_allow(vec):
     c = compile_cubin(repack.repack_kernel("bfloat16", vec))
     assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
     assert c.count("LDG.E.128") == c.count("STG.E.128") == int(vec), c.counts
+
+
+@pytest.mark.parametrize("cfg", [hopper.RUNG7.replace(bn=128, max_stages=6, pingpong=True), hopper.NARROW_N],
+                         ids=["128x128", "64x128"])
+def test_ping_pong_consumers_take_turns_without_local_memory(cfg):
+    # each consumer a whole tile (its rows: both m64 blocks of a 128-row one), the turn handed on
+    # by bar.arrive and waited for by bar.sync at the other's barrier
+    c = _compile(cfg)
+    assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
+    assert c.count("HGMMA") == 4 * cfg.bm // 64 and c.count("BAR.ARV") == 1
+    assert sum(f"BAR.SYNC.DEFER_BLOCKING R" in l for l in c.sass.splitlines()) >= 1

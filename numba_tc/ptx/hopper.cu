@@ -151,6 +151,13 @@ extern "C" __device__ int named_barrier(int* ret, int id, int nthreads) {
     return 0;
 }
 
+// bar.arrive (PTX ISA 9.7.13.1): count this warp in barrier id's nthreads without waiting, the
+// producer's half of a producer-consumer pair whose other half bar.syncs.
+extern "C" __device__ int named_barrier_arrive(int* ret, int id, int nthreads) {
+    asm volatile("bar.arrive %0, %1;" :: "r"(id), "r"(nthreads) : "memory");
+    return 0;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Cluster special registers (PTX ISA 10.x: %cluster_ctarank, %cluster_nctarank) and the
 // cluster-wide barrier (barrier.cluster, 9.7.13.4).
