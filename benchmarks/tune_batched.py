@@ -82,7 +82,8 @@ def main(argv=None):
                  "rel_err": err, "commit": bench.commit_id()}
             rows.append(r)
             r["min_blocks"] = cfg.min_blocks
-            print(f"{s} {r['tile']}{' ping-pong' * cfg.pingpong} boxes {cfg.epi_boxes} stages {cfg.stages} blocks/SM {cfg.min_blocks}: "
+            print(f"{s} {r['tile']}{' ping-pong' * cfg.pingpong} boxes {cfg.epi_boxes} stages {cfg.stages} "
+                  f"blocks/SM {cfg.min_blocks}: "
                   f"ratio {r['ratio']:.3f} "
                   f"err {err:.1e} ({path}; auto: {chosen})", flush=True)
     if args.json:

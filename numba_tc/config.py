@@ -354,7 +354,7 @@ class WgmmaConfig:
         _need(self.consumers in (1, 2, 3), "consumers: 1 to 3 warpgroups")
         _need(not self.pingpong or (self.consumers == 2 and self.persistent and not (self.staged or self.epi_source)),
               "ping-pong: two consumer warpgroups of a persistent kernel take alternate tiles (no staged B or "
-              "epilogue array: their epilogues already run beside the other's mainloop)")
+              "epilogue array)")
         _need(self.bm % (64 * (1 if self.pingpong else self.consumers)) == 0,
               f"bm={self.bm}: each of {self.consumers} consumer warpgroups needs a multiple of 64 rows")
         _need(self.bm <= 256, f"bm={self.bm}: a TMA box has at most 256 rows")

@@ -34,9 +34,10 @@ configuration that switches on what its note says:
    partial round are split (a tail split, ``pick_tail``: whole rounds of whole tiles first);
    operands TMA cannot read are first copied to a pitch it can (``repack``). A batched product
    of one 128-wide column runs ping-pong consumers (``WgmmaConfig.pingpong``, ``NARROW_N``):
-   each warpgroup a tile of its own, their mainloops in turns, one's epilogue beside the other's. A decode product (at most 32 rows of a row-major A) runs
-   swapped, C^T = B^T A^T, on 64x8 to 64x32 tiles (``SWAP``, ``_narrow_swap``): N on the tile's
-   64 rows, C's rows the wgmma's narrow width, as cuBLAS's decode kernels do.
+   each warpgroup a tile of its own, their mainloops in turns, one's epilogue beside the
+   other's. A decode product (at most 32 rows of a row-major A) runs swapped, C^T = B^T A^T,
+   on 64x8 to 64x32 tiles (``SWAP``, ``_narrow_swap``): N on the tile's 64 rows, C's rows the
+   wgmma's narrow width, as cuBLAS's decode kernels do.
 
 Stream-K over the last, partial round of a persistent grid (equal K runs per SM, at different
 offsets) was built and measured in session 8 and lost on every shape it touched
@@ -85,7 +86,8 @@ from . import primitives
 from .primitives import (cluster_ctarank, cluster_sync, cp_async16, cp_async_commit, cp_async_wait,
                          fence_proxy_async, grid_dep_wait, lds_u32, lds_v2f32, lds_v4u32, mbar_arrive,
                          mbar_arrive_cluster, mbar_expect_tx, mbar_fence_init, mbar_init, mbar_wait,
-                         named_barrier, named_barrier_arrive, setmaxnreg_dec, setmaxnreg_inc, smem_addr, sts_out2, sts_v4u32, tf32_rn,
+                         named_barrier, named_barrier_arrive, setmaxnreg_dec, setmaxnreg_inc, smem_addr, sts_out2,
+                         sts_v4u32, tf32_rn,
                          tma_load_2d, tma_load_2d_multicast, tma_load_3d, tma_prefetch_map, tma_store_2d,
                          tma_store_3d, tma_store_commit, tma_store_wait_all, tma_store_wait_read,
                          wgmma_commit, wgmma_fence, wgmma_wait)
@@ -1383,7 +1385,7 @@ def staged_config(cfg: WgmmaConfig, epi, out_dtype: str) -> WgmmaConfig:
     """``cfg`` with shared memory to stage ``epi``'s array in (``Epilogue.staged``, ``_stager``)
     and one output box per consumer, where it has such an array, the kernel stores whole tiles
     by TMA and at least ``STAGED_MIN`` stages are left; else ``cfg`` (so too for ping-pong
-    tiles, whose epilogue runs beside the other consumer's mainloop)."""
+    tiles: staged there, the residual measured slower, benchmarks/NOTES.md, session 30)."""
     if not STAGED or epi.staged() is None or not (cfg.tma_store and cfg.persistent) or cfg.promote or cfg.pingpong:
         return cfg
     new = cfg.replace(epi_boxes=1, epi_source=staged_bytes(cfg, out_dtype), epi_lead=STAGED_LEAD)
