@@ -1,7 +1,8 @@
 """One launch of ``gemm`` with features.py's residual epilogue (or plain), for Nsight Compute
 (``--profile-from-start off``: only the launch between cudaProfilerStart and Stop is profiled):
     ncu --clock-control none --profile-from-start off python benchmarks/profile_epilogue.py staged 4096 4096 4096
-Modes: plain; unstaged (``hopper.STAGED = False``); staged."""
+Modes: plain; unstaged (``hopper.STAGED = False``); staged; pp_plain and pp_resid: plain and
+residual on a forced 128x128 ping-pong tile (``WgmmaConfig.pingpong``)."""
 import sys
 
 import torch
@@ -14,16 +15,18 @@ from features import scaled_residual
 mode = sys.argv[1]
 m, n, k = (int(x) for x in sys.argv[2:5])
 hopper.STAGED = mode != "unstaged"
+v = numba_tc.variant_from(hopper.RUNG7.replace(bn=128, max_stages=6, pingpong=True), "pp", splits=1) \
+    if mode.startswith("pp_") else "auto"
 a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
 b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16) / k ** 0.5
 res = torch.randn(m, n, device="cuda", dtype=torch.float32)
 out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-kw = {} if mode == "plain" else dict(epilogue=scaled_residual, epilogue_args=(res, 0.5))
+kw = {} if mode in ("plain", "pp_plain") else dict(epilogue=scaled_residual, epilogue_args=(res, 0.5))
 for _ in range(3):
-    numba_tc.gemm(a, b, out=out, **kw)
+    numba_tc.gemm(a, b, v, out=out, **kw)
 torch.cuda.synchronize()
 torch.cuda.profiler.start()
-numba_tc.gemm(a, b, out=out, **kw)
+numba_tc.gemm(a, b, v, out=out, **kw)
 torch.cuda.synchronize()
 torch.cuda.profiler.stop()
-print(mode, numba_tc.explain(a, b, out=out))
+print(mode, numba_tc.explain(a, b, v, out=out, **kw))
