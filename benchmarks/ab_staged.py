@@ -32,9 +32,10 @@ def main():
     args = p.parse_args()
     dt = getattr(torch, args.dtype)
     top = numba_tc.get_variant("hopper")
+    fixed = tile_candidates(args.tiles)[1:]        # (without its "auto")
     cands = [(s, replace(top, name=f"abs_{i}"), {f: value(v) for f, v in (kv.split("=") for kv in s.split(","))})
-             for i, s in enumerate(args.settings)] + tile_candidates(args.tiles)[1:]
-    tiles = {name for name, *_ in tile_candidates(args.tiles)[1:]}
+             for i, s in enumerate(args.settings)] + fixed
+    tiles = {name for name, *_ in fixed}
     for shape in args.shapes:
         m, n, k = (int(x) for x in shape.split("x"))
         g = torch.Generator(device="cuda").manual_seed(1)
