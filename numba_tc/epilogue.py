@@ -354,15 +354,13 @@ def make(spec: Epilogue, staged: bool = False):
     if spec.plain:
         lines.append("    return v")
     else:
-        if loads == 0:
-            pass
-        elif loads == 1:
+        if loads == 1:
             # Positions past C's edges (a tile's padding, never stored) are computed at C's last
             # row/column rather than skipped: no branch per element, so the compiler can put
             # every element's load in flight together.
             lines += [f"    row = min(row, {at['M']} - 1)",
                       f"    col = min(col, {at['N']} - 1)"]
-        else:
+        elif loads > 1:
             # several loads per element, all in flight for a group of elements, would need more
             # registers than the tensor-core ladders have beside their accumulators (they spill)
             lines += [f"    if row >= {at['M']} or col >= {at['N']}:",

@@ -248,7 +248,7 @@ def _stageable(d, m: int, n: int) -> bool:
     return d[2][1] == 1 and d[4] % 16 == 0 and (m == 1 or d[2][0] * 4 % 16 == 0)
 
 
-def _user(fn, args, kind, device, stream, m: int = 0, n: int = 0) -> Tuple[UserFunction, tuple]:
+def _user(fn, args, kind, device, stream, m: int, n: int) -> Tuple[UserFunction, tuple]:
     if not is_device_function(fn):
         raise TypeError(f"epilogue must be a numba.cuda.jit(device=True) function f(acc, row, col, *epilogue_args), "
                         f"got {type(fn).__name__}")
