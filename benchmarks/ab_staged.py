@@ -7,6 +7,7 @@ tiles of the top rung, each with the residual and as a plain product, against th
 
     python benchmarks/ab_staged.py --settings STAGED=False STAGED=True [--shapes 4096x4096x4096 ...] [--layout NT]
     python benchmarks/ab_staged.py --settings STAGED=True --tiles "bn=128,max_stages=6,pingpong=1"
+    python benchmarks/ab_staged.py --residual row     # its reads from L2: the cost of the epilogue's work alone
 """
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ def main():
     p.add_argument("--layout", default="NN", choices=["NN", "NT", "TN", "TT"], help="T: that operand column-major")
     p.add_argument("--dtype", default="bfloat16")
     p.add_argument("--tiles", nargs="+", default=[], help='fixed tiles: "key=value,...[:splits]"')
+    p.add_argument("--residual", default="full", choices=["full", "row"],
+                   help="row: one row broadcast down C (row stride 0), so that its reads hit L2, not HBM")
     args = p.parse_args()
     dt = getattr(torch, args.dtype)
     top = numba_tc.get_variant("hopper")
@@ -43,7 +46,8 @@ def main():
             torch.randn(m, k, device="cuda", dtype=dt, generator=g)
         b = torch.randn(n, k, device="cuda", dtype=dt, generator=g).t() / k ** 0.5 if args.layout[1] == "T" else \
             torch.randn(k, n, device="cuda", dtype=dt, generator=g) / k ** 0.5
-        res = torch.randn(m, n, device="cuda", dtype=torch.float32, generator=g)
+        res = torch.randn(m, n, device="cuda", dtype=torch.float32, generator=g) if args.residual == "full" else \
+            torch.randn(1, n, device="cuda", dtype=torch.float32, generator=g).expand(m, n)
         want = a.double() @ b.double() + 0.5 * res.double()
         plain = torch.empty(m, n, device="cuda", dtype=dt)
         fns, names = [lambda: numba_tc.gemm(a, b, out=plain)], [f"plain [{numba_tc.explain(a, b)}]"]

@@ -264,6 +264,8 @@ class WgmmaConfig:
                                     # (``hopper._stager``; 0: none)
     epi_lead: int = 8               # ... whose first boxes are copied this many K slices before a
                                     # tile's end
+    epi_held: int = 0               # ... and registers a consumer thread holds its later boxes in,
+                                    # loaded at the same time (0: copied into the slots as they free)
     pingpong: bool = False          # the consumers take alternate tiles, each a whole bm x bn one: one's
                                     # epilogue runs beside the other's mainloop (CUTLASS's ping-pong)
     group_m: int = 8                # tile order: groups of group_m block rows share B tiles in L2
@@ -307,10 +309,10 @@ class WgmmaConfig:
 
     @property
     def local_regs(self) -> int:
-        """Accumulator registers a consumer thread holds: ``acc_regs`` and, with ``promote``, a
-        slice's sum over ``promote_n`` columns (fp8 wgmma adds in fewer bits than fp32: each
-        slice's sum is added to fp32 registers)."""
-        return self.acc_regs + ((self.wg_m // 64) * self.promote_n // 2 if self.promote else 0)
+        """Registers a consumer thread holds in its accumulator array: ``acc_regs``; with
+        ``promote``, a slice's sum over ``promote_n`` columns (fp8 wgmma adds in fewer bits than
+        fp32: each slice's sum is added to fp32 registers); then ``epi_held``."""
+        return self.acc_regs + ((self.wg_m // 64) * self.promote_n // 2 if self.promote else 0) + self.epi_held
 
     @property
     def stage_bytes(self) -> int:
@@ -389,6 +391,8 @@ class WgmmaConfig:
         _need(not self.tma_store or self.producer, "the TMA-store epilogue builds on the producer warpgroup")
         _need(not self.tma_store or self.bn >= 64, f"bn={self.bn}: the TMA-store epilogue writes 128-byte boxes "
               "(narrower tiles store from registers: tma_store=False)")
+        _need(not self.epi_held or (self.epi_source and self.epi_held % 4 == 0),
+              f"epi_held={self.epi_held}: registers for a staged epilogue array's boxes (epi_source), whole n8 blocks")
         _need(self.epi_boxes in (1, 2, 4, 8), f"epi_boxes={self.epi_boxes}: 1, 2, 4 or 8 output boxes")
         _need(self.min_blocks >= 1 and self.min_blocks * self.threads <= 2048,
               f"min_blocks={self.min_blocks} x {self.threads} threads exceeds 2048 threads per SM")

@@ -70,7 +70,7 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import lru_cache
 
-from numba import cuda, float32, uint32
+from numba import cuda, float32, int32, uint32
 
 from . import fixup, layout, repack, workspace
 from .config import WARPGROUP, WGMMA_N, WGMMA_N_TYPED, Variant, WgmmaConfig
@@ -84,7 +84,7 @@ from .layout import (a_fragment, c_fragment, chunk_offset, compute_dtype, mn_maj
 from .plan import Step
 from . import primitives
 from .primitives import (cluster_ctarank, cluster_sync, cp_async16, cp_async_commit, cp_async_wait,
-                         fence_proxy_async, grid_dep_wait, lds_u32, lds_v2f32, lds_v4u32, mbar_arrive,
+                         fence_proxy_async, grid_dep_wait, ldg_v2f32, lds_u32, lds_v2f32, lds_v4u32, mbar_arrive,
                          mbar_arrive_cluster, mbar_expect_tx, mbar_fence_init, mbar_init, mbar_wait,
                          named_barrier, named_barrier_arrive, setmaxnreg_dec, setmaxnreg_inc, smem_addr, sts_out2,
                          sts_v4u32, tf32_rn,
@@ -549,32 +549,71 @@ def make_finish_stage(BN, A_BYTES):
 
 
 @lru_cache(maxsize=None)
-def make_mainloop(consume, S, STAGE, CL, GROUPS=1, ahead=None, LEAD=0):
+def make_mainloop(consume, S, STAGE, CL, GROUPS=1, ahead=None, LEAD=0, SPREAD=False):
     """Mainloop (a consumer warpgroup): ``mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0,
     lane, k0, row, bn0, ep)``: ktiles K slices (from slice k0 of K, for a tile whose first column
     is bn0 and this warp's first row ``row``; ``ep``: the epilogue's values) from the ring into
     the accumulators (``consume``: ``make_slice_mma``, committing GROUPS wgmma groups a slice),
     one slice kept in flight: once slice t's groups are issued, slice t-1's are done and its
-    stage is released in every CTA of the cluster. With ``ahead`` (``_stager``'s start), the warp
-    starts staging its epilogue's array once LEAD slices are left. Returns the ring position
-    after the tile."""
+    stage is released in every CTA of the cluster. With ``ahead`` (``_stager``'s piece), the
+    slice LEAD before the tile's end issues the epilogue array's reads (piece 0), or with SPREAD
+    each of the last LEAD slices a piece of them. Returns the ring position after the tile."""
     advance = _advancer(S)
     release = _releaser(CL)
     AHEAD = ahead is not None
 
     @device
-    def mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0, lane, k0, row, bn0, ep):
-        prev = 0
-        when = max(ktiles - LEAD, 0)
-        for t in range(ktiles):
+    def slices(pacc, sbase, bars, s, ph, prev, t0, t1, a_row0, lane):
+        """Slices t0..t1-1 of the tile (``prev``: the stage of the slice before t0)."""
+        for t in range(t0, t1):
             consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0)
-            if AHEAD and t == when:
-                ahead(sbase, a_row0, row, bn0, lane, ep)
             wgmma_wait(GROUPS)
             if t > 0 and lane == 0:
                 release(bars + 8 * (S + prev))
             prev = s
             s, ph = advance(s, ph)
+        return s, ph, prev
+
+    @device
+    def tail_step(k, st, pacc, sbase, bars, t0, a_row0, lane, row, bn0, ep):
+        """Slice t0 + k (none where that is below 0: fewer than LEAD slices), with piece k of the
+        epilogue array's reads issued while its wgmma runs; the ring position in st."""
+        t = t0 + k
+        s, ph = st[0], st[1]
+        if t >= 0:
+            consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0)
+        ahead(k, pacc, sbase, a_row0, row, bn0, lane, ep)
+        if t >= 0:
+            wgmma_wait(GROUPS)
+            if t > 0 and lane == 0:
+                release(bars + 8 * (S + st[2]))
+            st[2] = s
+            st[0], st[1] = advance(s, ph)
+    tail = unrolled(tail_step, max(LEAD, 1))
+
+    @device
+    def mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0, lane, k0, row, bn0, ep):
+        prev = 0
+        if SPREAD:
+            # the last LEAD slices written out, each with a piece of the epilogue array's reads,
+            # so that they reach HBM spread over the slices rather than all SMs' at once; outside
+            # a loop, so that the compiler does not hoist their addresses out of it (they spill)
+            s, ph, prev = slices(pacc, sbase, bars, s, ph, prev, 0, ktiles - LEAD, a_row0, lane)
+            st = cuda.local.array(3, int32)
+            st[0], st[1], st[2] = s, ph, prev
+            tail(LEAD, st, pacc, sbase, bars, ktiles - LEAD, a_row0, lane, row, bn0, ep)
+            s, ph, prev = st[0], st[1], st[2]
+        else:
+            when = max(ktiles - LEAD, 0)
+            for t in range(ktiles):
+                consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0)
+                if AHEAD and t == when:
+                    ahead(0, pacc, sbase, a_row0, row, bn0, lane, ep)
+                wgmma_wait(GROUPS)
+                if t > 0 and lane == 0:
+                    release(bars + 8 * (S + prev))
+                prev = s
+                s, ph = advance(s, ph)
         wgmma_wait(0)
         if lane == 0:
             release(bars + 8 * (S + prev))
@@ -694,76 +733,131 @@ def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=
 
 
 @lru_cache(maxsize=None)
-def _stager(MI, BN, OUT_ITEM, EB, EPI_OFF, PER_CONS, WG_M, SLOT_IDX):
+def _stager(MI, BN, OUT_ITEM, EB, EPI_OFF, PER_CONS, WG_M, SLOT_IDX, LEAD, NACC=0, HELD=0):
     """An epilogue array staged in shared memory (``Epilogue.staged``; ``WgmmaConfig.epi_source``):
     each warp copies its 16 rows of the tile's output boxes (``_box_store``'s MI x BN // COLS) by
     16-byte cp.async into two slots of its own after its consumer's output boxes
     (``layout.source_offset``), box t into slot t % 2, and the epilogue reads the elements there
-    instead of asking HBM for them while the tensor cores wait. Returns (start, ready, refill,
-    read, source): ``start(sbase, a_row0, row, bn0, lane, ep)`` copies boxes 0 and 1 (the
-    mainloop calls it ``epi_lead`` slices before the tile's end, so that they arrive while its
-    last slices run; the rest come during the epilogue: asking L2 for them ahead measured
-    slower, by line or in bulk, benchmarks/results/ab_staged_prefetch_h100.log); ``ready(t)``:
-    box t has arrived; ``refill(t, src, row, bn0, lane, ep)``: box t read, box t + 2 into its
-    slot; ``read(src, t, jj, h, lane, x)``: this lane's column pair of n8 block jj, row half h,
-    of box t into x[0..1]; ``source(buf0, tw)``: the warp's slots (``buf0``: its consumer's
-    output boxes). ``EPI_OFF``: the output boxes' offset from the ring's base, PER_CONS bytes
-    per consumer; ``SLOT_IDX``: the indices in ``ep`` of M, N, the array's address and its row
-    stride in bytes."""
+    instead of asking HBM for them while the tensor cores wait. With HELD
+    (``WgmmaConfig.epi_held``), each thread also loads its elements of boxes 2.. into HELD
+    registers after its NACC accumulators (the slots hold two of a 128x256 tile's four boxes);
+    else those come into the slots as they free, during the epilogue (asking L2 for them ahead
+    measured slower, by line or in bulk, benchmarks/results/ab_staged_prefetch_h100.log).
+    Returns (piece, ready, refill, read, source): ``piece(k, pacc, sbase, a_row0, row, bn0,
+    lane, ep)``: piece k of LEAD of the copies into the slots and the held loads (the mainloop
+    issues piece k with the k-th of its last LEAD slices); ``ready(t)``: box t has arrived;
+    ``refill(t, src, row, bn0, lane, ep)``: box t read, box t + 2 into its slot; ``read(acc,
+    src, t, jj, h, lane, x)``: this lane's column pair of n8 block jj, row half h, of box t into
+    x[0..1]; ``source(buf0, tw)``: the
+    warp's slots (``buf0``: its consumer's output boxes). ``EPI_OFF``: the output boxes' offset
+    from the ring's base, PER_CONS bytes per consumer; ``SLOT_IDX``: the indices in ``ep`` of M,
+    N, the array's address and its row stride in bytes."""
     COLS = layout.ROW_BYTES // OUT_ITEM
     NBOX = BN // COLS
     NB = MI * NBOX
     ROWB = COLS * 4                                 # a slot's row: the box's columns, float32
     SLOT = layout.SOURCE_ROWS * ROWB
     CH = ROWB // 16                                 # its 16-byte chunks
+    JJ = COLS // 8                                  # n8 blocks of a box
+    HOLD = HELD > 0
+    SPREAD = HOLD
+    if HOLD and HELD != (NB - 2) * 4 * JJ:
+        raise ValueError(f"{HELD} registers do not hold boxes 2..{NB - 1} ({(NB - 2) * 4 * JJ})")
     M_, N_, U, P = SLOT_IDX
+    PER_BOX = CH // 2                               # 16-byte copies a lane makes of a box
+    CU = min(2, NB) * PER_BOX                       # ... of the boxes in the slots, and the
+    HU = HELD // 4                                  # n8 blocks held: the units the LEAD pieces share
 
     @device
-    def copy(t, src, row, bn0, lane, ep):
-        """Box t's 16 rows of this warp into slot t % 2, one cp.async group (chunks past C's
+    def copy_one(t, i, src, row, bn0, lane, ep):
+        """Copy i of this lane's of box t's 16 rows of this warp into slot t % 2 (chunks past C's
         edges zero-filled)."""
         mi = t // NBOX
         col0 = bn0 + (t - mi * NBOX) * COLS
-        for k in range(CH // 2):
-            i = lane + 32 * k
-            r = i // CH
-            c = i - r * CH
-            gr = row + 64 * mi + r
-            gc = col0 + 4 * c
-            ok = gr < ep[M_] and gc < ep[N_]
-            cp_async16(src + (t & 1) * SLOT + layout.source_offset(r, 16 * c),
-                       ep[U] + (gr * ep[P] + 4 * gc if ok else 0), 16 if ok else 0)
+        q = lane + 32 * i
+        r = q // CH
+        c = q - r * CH
+        gr = row + 64 * mi + r
+        gc = col0 + 4 * c
+        ok = gr < ep[M_] and gc < ep[N_]
+        cp_async16(src + (t & 1) * SLOT + layout.source_offset(r, 16 * c), ep[U] + (gr * ep[P] + 4 * gc if ok else 0),
+                   16 if ok else 0)
+
+    @device
+    def copy(t, src, row, bn0, lane, ep):
+        """Box t into its slot, one cp.async group."""
+        for i in range(PER_BOX):
+            copy_one(t, i, src, row, bn0, lane, ep)
         cp_async_commit()
+
+    @device
+    def copy_in(j, lo, hi, src, row, bn0, lane, ep):
+        """Copy unit j (copy j % PER_BOX of box j // PER_BOX) if lo <= j < hi; a box's group
+        committed after its last."""
+        if lo <= j < hi:
+            copy_one(j // PER_BOX, j % PER_BOX, src, row, bn0, lane, ep)
+            if j % PER_BOX == PER_BOX - 1:
+                cp_async_commit()
+    copies_in = unrolled(copy_in, CU)
+
+    @device
+    def hold_in(k, lo, hi, pacc, row, bn0, lane, ep):
+        """n8 block k % JJ of box 2 + k // JJ, if lo <= k < hi: this lane's two column pairs into
+        registers NACC + 4k (positions past C's edges read at its last row and column pair: never
+        stored)."""
+        if lo <= k < hi:
+            t = 2 + k // JJ
+            mi = t // NBOX
+            col = bn0 + (t - mi * NBOX) * COLS + 8 * (k % JJ)
+            for h in range(2):
+                r, c = c_fragment(lane, 2 * h)
+                gr = min(row + 64 * mi + r, ep[M_] - 1)
+                gc = min(col + c, ep[N_] - 2)       # (N is a multiple of 4, c even: pairs never straddle it)
+                ldg_v2f32(pacc, NACC + 4 * k + 2 * h, ep[U] + gr * ep[P] + 4 * gc)
+    holds_in = unrolled(hold_in, max(HU, 1))
 
     @device
     def source(buf0, tw):
         return buf0 + EB * layout.OUT_BOX_BYTES + (tw >> 5) * 2 * SLOT
 
     @device
-    def start(sbase, a_row0, row, bn0, lane, ep):
+    def piece(k, pacc, sbase, a_row0, row, bn0, lane, ep):
+        """Piece k of LEAD of the reads ahead of the epilogue: its share of the slots' copies and
+        of the held blocks."""
         # (row & 63) >> 4: the warp in its consumer (tiles and consumers start on 64-row bounds)
         src = source(sbase + EPI_OFF + (a_row0 // WG_M) * PER_CONS, (row & 63) << 1)
-        for t in range(min(2, NB)):
-            copy(t, src, row, bn0, lane, ep)
+        if SPREAD:
+            copies_in(CU, k * CU // LEAD, (k + 1) * CU // LEAD, src, row, bn0, lane, ep)
+        elif k == 0:
+            for t in range(min(2, NB)):
+                copy(t, src, row, bn0, lane, ep)
+        if HOLD:
+            holds_in(HU, k * HU // LEAD, (k + 1) * HU // LEAD, pacc, row, bn0, lane, ep)
 
     @device
     def ready(t):
         # groups committed by then: boxes 0 and 1 (``start``), and box i + 2 once box i is
         # stored (``refill``, after box i + 1 is read): box 1 is read before box 0's refill
-        cp_async_wait(1 if (t == 0 and NB > 1) or (t >= 2 and t + 1 < NB) else 0)
-        cuda.syncwarp()
+        if not (HOLD and t >= 2):
+            cp_async_wait(1 if (t == 0 and NB > 1) or (not HOLD and t >= 2 and t + 1 < NB) else 0)
+            cuda.syncwarp()
 
     @device
     def refill(t, src, row, bn0, lane, ep):
-        cuda.syncwarp()                             # every lane has read box t's slot
-        if t + 2 < NB:
-            copy(t + 2, src, row, bn0, lane, ep)
+        if not HOLD:
+            cuda.syncwarp()                         # every lane has read box t's slot
+            if t + 2 < NB:
+                copy(t + 2, src, row, bn0, lane, ep)
 
     @device
-    def read(src, t, jj, h, lane, x):
-        r, c = c_fragment(lane, 2 * h)
-        lds_v2f32(x, 0, src + (t & 1) * SLOT + layout.source_offset(r, 4 * (8 * jj + c)))
-    return start, ready, refill, read, source
+    def read(acc, src, t, jj, h, lane, x):
+        if HOLD and t >= 2:
+            x[0] = acc[NACC + 4 * ((t - 2) * JJ + jj) + 2 * h]
+            x[1] = acc[NACC + 4 * ((t - 2) * JJ + jj) + 2 * h + 1]
+        else:
+            r, c = c_fragment(lane, 2 * h)
+            lds_v2f32(x, 0, src + (t & 1) * SLOT + layout.source_offset(r, 4 * (8 * jj + c)))
+    return piece, ready, refill, read, source
 
 
 def _kernel_stager(cfg: WgmmaConfig, epi, out_dtype: str, whole: bool):
@@ -780,7 +874,8 @@ def _kernel_stager(cfg: WgmmaConfig, epi, out_dtype: str, whole: bool):
     slots, u = epi.slots(), epi.staged()
     return _stager(cfg.wg_m // 64, cfg.bn, layout.ITEMSIZE[out_dtype], cfg.epi_boxes, cfg.stages * cfg.stage_bytes,
                    cfg.epi_boxes * layout.OUT_BOX_BYTES + cfg.epi_source, cfg.wg_m,
-                   (slots.index("M"), slots.index("N"), slots.index(f"u{u}"), slots.index(f"u{u}_stride0")))
+                   (slots.index("M"), slots.index("N"), slots.index(f"u{u}"), slots.index(f"u{u}_stride0")),
+                   cfg.epi_lead, cfg.local_regs - cfg.epi_held, cfg.epi_held)
 
 
 @lru_cache(maxsize=None)
@@ -808,7 +903,7 @@ def _box_store(MI, BN, OUT_ITEM, OUT_K, EB, EPI, BATCH=False, STAGER=None):
         px = ptr(x)
         for h in range(2):
             r, c = c_fragment(lane, 2 * h)
-            read(src, t, jj, h, lane, px)
+            read(acc, src, t, jj, h, lane, px)
             acc[4 * f + 2 * h] = EPI(acc[4 * f + 2 * h], row0 + r, col0 + 8 * jj + c, ep, x[0])
             acc[4 * f + 2 * h + 1] = EPI(acc[4 * f + 2 * h + 1], row0 + r, col0 + 8 * jj + c + 1, ep, x[1])
     staged_ones = unrolled(staged_one, 8)
@@ -1088,7 +1183,7 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
         mainloop = make_promoted_mainloop(issue, S, STAGE, CL, NACC, BN // PN, block, lead)
     else:
         mainloop = make_mainloop(consume, S, STAGE, CL, 4 if _regs_a(dtype, A_KM, B_KM) else 1,
-                                 stager and stager[0], cfg.epi_lead)
+                                 stager and stager[0], cfg.epi_lead, cfg.epi_held > 0)
     part = make_store_out(MI * (BN // 8), BN // 8, 64, 4, OUT_CONVERT["float32"], True, 8, make_epilogue(PLAIN)) \
         if tail else None
     consumer = make_consumer(walk_unit, mainloop, store, drain, NACC, WG_M,
@@ -1225,6 +1320,13 @@ TAIL_S = 5e-6
 STAGED = True
 STAGED_MIN = 3
 STAGED_LEAD = WgmmaConfig.epi_lead
+# ... and the boxes past its slots' two into registers (``held_registers``): at most STAGED_HOLD a
+# thread (128x256 with a 16-bit C: 64 beside its 128 accumulators; 0: never), all the array's
+# reads then spread over the tile's last HELD_LEAD slices, a piece with each (benchmarks/NOTES.md,
+# session 31).
+STAGED_HOLD = 64
+HELD_LEAD = 16
+HELD_PRODUCER_REGS = 24
 HALVES = 0.925                      # a promoted tile added in halves waits twice a slice (fp8 128x256:
                                     # benchmarks/results/ab_fp8_halves_h100.log)
 
@@ -1381,15 +1483,36 @@ def staged_bytes(cfg: WgmmaConfig, out_dtype: str) -> int:
     return WARPGROUP // 32 * 2 * layout.SOURCE_ROWS * (layout.ROW_BYTES // layout.ITEMSIZE[out_dtype]) * 4
 
 
+def held_registers(cfg: WgmmaConfig, out_dtype: str) -> int:
+    """Registers a consumer thread of ``cfg`` needs to hold a staged epilogue array's boxes past
+    the two its warp's slots take (``_stager``), or 0 where that is more than ``STAGED_HOLD`` or
+    the tile is not two consumers' without a cluster (others spilled: a producer's multicast
+    needs more registers than it could spare, a lone consumer's written-out tail more)."""
+    cols = layout.ROW_BYTES // layout.ITEMSIZE[out_dtype]
+    held = max((cfg.wg_m // 64) * (cfg.bn // cols) - 2, 0) * cols // 2
+    return held if held <= STAGED_HOLD and cfg.cluster == 1 and cfg.consumers == 2 and cfg.regs[1] else 0
+
+
 def staged_config(cfg: WgmmaConfig, epi, out_dtype: str) -> WgmmaConfig:
     """``cfg`` with shared memory to stage ``epi``'s array in (``Epilogue.staged``, ``_stager``)
     and one output box per consumer, where it has such an array, the kernel stores whole tiles
     by TMA and at least ``STAGED_MIN`` stages are left; else ``cfg`` (so too for ping-pong
-    tiles: staged there, the residual measured slower, benchmarks/NOTES.md, session 30)."""
+    tiles: staged there, the residual measured slower, benchmarks/NOTES.md, session 30). Where
+    the rest of the array fits registers (``held_registers``), they hold it, loaded with the
+    slots' copies over the tile's last ``HELD_LEAD`` slices."""
     if not STAGED or epi.staged() is None or not (cfg.tma_store and cfg.persistent) or cfg.promote or cfg.pingpong:
         return cfg
     new = cfg.replace(epi_boxes=1, epi_source=staged_bytes(cfg, out_dtype), epi_lead=STAGED_LEAD)
-    return new if new.stages >= STAGED_MIN else cfg
+    if new.stages < STAGED_MIN:
+        return cfg
+    held = held_registers(new, out_dtype)
+    # the consumers take all the registers the producer can spare (its one thread's TMA loop
+    # compiles to HELD_PRODUCER_REGS without a spill): at 232, a 128x256 tile's epilogue with
+    # the held registers spilled
+    regs = (HELD_PRODUCER_REGS, (new.block_registers // WARPGROUP - HELD_PRODUCER_REGS) // new.consumers // 8 * 8)
+    if not held or regs[1] < new.local_regs + held + 24:
+        return new
+    return new.replace(epi_held=held, regs=(regs[0], min(256, regs[1])), epi_lead=HELD_LEAD)
 
 
 def work_plan(cfg: WgmmaConfig, units: int, resident: int) -> int:

@@ -260,8 +260,22 @@ def test_a_staged_epilogue_array_costs_a_stage_and_an_output_box():
     assert cfg.epi_source == hopper.staged_bytes(cfg, "bfloat16") == 4 * 2 * 16 * 64 * 4
     assert cfg.epi_boxes == 1 and cfg.stages == 3 and cfg.smem_bytes <= 227 * 1024
     assert hopper.staged_bytes(cfg, "float32") == cfg.epi_source // 2       # (32-column boxes)
+    # the slots take boxes 0 and 1 of four: a thread holds its 64 elements of boxes 2 and 3 in
+    # registers beside its 128 accumulators, the producer's spare ones given to the consumers,
+    # and all of it is read over the tile's last HELD_LEAD slices
+    assert (cfg.epi_held, cfg.local_regs, cfg.regs, cfg.epi_lead) == (64, 192, (24, 240), hopper.HELD_LEAD)
+    assert (cfg.regs[0] + 2 * cfg.regs[1]) * 128 <= cfg.block_registers
+    # a 32-column box (fp32 C): the other six boxes would take 96; clusters and lone consumers
+    # hold none (they spilled); their reads are the slots' two boxes at once, epi_lead slices ahead
+    for tile, out in ((hopper.RUNG7, "float32"), (hopper.RUNG7.replace(cluster=2), "bfloat16"),
+                      (hopper.RUNG7.replace(bm=64, consumers=1), "bfloat16")):
+        held = hopper.staged_config(tile, spec, out)
+        assert held.epi_source and held.epi_held == 0 and held.regs == tile.regs and held.epi_lead == 8, (tile, out)
+    assert hopper.staged_config(hopper.RUNG7.replace(bn=192), spec, "bfloat16").epi_held == 32
     wide = hopper.RUNG7_CONFIGS[-1]                                         # 192x192: 2 stages left
     assert wide.consumers == 3 and hopper.staged_config(wide, spec, "bfloat16") is wide
+    with pytest.raises(ValueError, match="epi_held"):
+        hopper.RUNG7.replace(epi_held=64)                                    # (no staged array)
     assert hopper.staged_config(hopper.RUNG7, PLAIN, "bfloat16") is hopper.RUNG7
     assert hopper.staged_config(hopper.FP8_CONFIGS[0], spec, "bfloat16") is hopper.FP8_CONFIGS[0]
     assert hopper.staged_config(hopper.NARROW_N, spec, "bfloat16") is hopper.NARROW_N     # (its epilogue hides)

@@ -60,15 +60,19 @@ def test_mma_tuned_user_epilogue_sass():
 @pytest.mark.parametrize("out", ["bfloat16", "float32"])
 def test_a_staged_epilogue_array_is_copied_ahead_and_read_from_shared_memory(hopper_cubins, out):
     # the residual read only at [row, col] (``Epilogue.staged``): its boxes copied by cp.async
-    # (LDGSTS), each element pair read by one LDS.64 from the warp's slot, one FFMA an element,
-    # no global load per element and no local memory (the element handed to the function stays
-    # in a register)
+    # (LDGSTS), each element pair read by one LDS.64 from the warp's slot, or (a 16-bit C, held)
+    # loaded by one LDG.64 into the registers that hold it, one FFMA an element, no load per
+    # element in the epilogue and no local memory (the element handed to the function stays in
+    # a register). Held: the tile's last HELD_LEAD slices written out, each with a piece of the
+    # reads (4 wgmma a slice)
     staged = Epilogue(user=UserFunction("resid", code_digest(_resid), (("array", "float32", 2, True), ("f32",)),
                                         _resid))
     cfg = hopper.staged_config(hopper.RUNG7, staged, out)
+    assert bool(cfg.epi_held) == (out == "bfloat16")
     c = compile_cubin(hopper.wgmma_kernel(cfg, "bfloat16", out, False, True, True, True, staged))
     plain = hopper_cubins["plain"]
     assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
-    assert c.count("HGMMA") == plain.count("HGMMA") and c.count("LDGSTS") > 0
-    assert c.count("LDS.64") == cfg.acc_regs // 2 == c.count("FFMA") // 2       # a load per accumulator pair
+    assert c.count("HGMMA") == plain.count("HGMMA") * (1 + (hopper.HELD_LEAD if cfg.epi_held else 0))
+    assert c.count("LDGSTS") > 0 and c.count("LDG.E.64") == cfg.epi_held // 2
+    assert c.count("LDS.64") + c.count("LDG.E.64") == cfg.acc_regs // 2 == c.count("FFMA") // 2   # a load a pair
     assert c.count("LD.E") == 0 and hopper_cubins["resid"].count("LD.E") == 128

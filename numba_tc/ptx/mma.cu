@@ -200,6 +200,13 @@ extern "C" __device__ int lds_v2f32(int* ret, float* f, int off, int saddr) {
     asm volatile("ld.shared.v2.f32 {%0,%1}, [%2];\n" : "=f"(f[off]), "=f"(f[off + 1]) : "r"(saddr));
     return 0;
 }
+// Two adjacent floats from global memory to registers (ld.global.v2.f32, PTX ISA 9.7.9.8): a
+// staged epilogue array's column pair held in registers (``hopper._stager``), loaded slices
+// before the epilogue reads it; volatile, so that it stays where the mainloop issues it.
+extern "C" __device__ int ldg_v2f32(int* ret, float* f, int off, i64 gaddr) {
+    asm volatile("ld.global.v2.f32 {%0,%1}, [%2];\n" : "=f"(f[off]), "=f"(f[off + 1]) : "l"(gaddr));
+    return 0;
+}
 // 16-byte shared accesses (ld/st.shared.v4): four words to registers, four registers to a
 // 16-byte aligned address (the Hopper producer's transposing copy, 4 x 4 fp32 blocks).
 extern "C" __device__ int lds_v4u32(int* ret, u32* f, int off, int saddr) {
