@@ -732,46 +732,33 @@ def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=
     return mainloop
 
 
-@lru_cache(maxsize=None)
-def _stager(MI, BN, OUT_ITEM, EB, EPI_OFF, PER_CONS, WG_M, SLOT_IDX, LEAD, NACC=0, HELD=0):
-    """An epilogue array staged in shared memory (``Epilogue.staged``; ``WgmmaConfig.epi_source``):
-    each warp copies its 16 rows of the tile's output boxes (``_box_store``'s MI x BN // COLS) by
-    16-byte cp.async into two slots of its own after its consumer's output boxes
-    (``layout.source_offset``), box t into slot t % 2, and the epilogue reads the elements there
-    instead of asking HBM for them while the tensor cores wait. With HELD
-    (``WgmmaConfig.epi_held``), each thread also loads its elements of boxes 2.. into HELD
-    registers after its NACC accumulators (the slots hold two of a 128x256 tile's four boxes);
-    else those come into the slots as they free, during the epilogue (asking L2 for them ahead
-    measured slower, by line or in bulk, benchmarks/results/ab_staged_prefetch_h100.log).
-    Returns (piece, ready, refill, read, source): ``piece(k, pacc, sbase, a_row0, row, bn0,
-    lane, ep)``: piece k of LEAD of the copies into the slots and the held loads (the mainloop
-    issues piece k with the k-th of its last LEAD slices); ``ready(t)``: box t has arrived;
-    ``refill(t, src, row, bn0, lane, ep)``: box t read, box t + 2 into its slot; ``read(acc,
-    src, t, jj, h, lane, x)``: this lane's column pair of n8 block jj, row half h, of box t into
-    x[0..1]; ``source(buf0, tw)``: the
-    warp's slots (``buf0``: its consumer's output boxes). ``EPI_OFF``: the output boxes' offset
-    from the ring's base, PER_CONS bytes per consumer; ``SLOT_IDX``: the indices in ``ep`` of M,
-    N, the array's address and its row stride in bytes."""
+def _source_geometry(MI, BN, OUT_ITEM):
+    """(COLS, NBOX, NB, SLOT, CH, JJ) of a staged epilogue array (``_stager``): an output box's
+    columns, boxes across the tile and in all (MI m64 blocks), a warp's slot bytes (16 rows of a
+    box, float32), 16-byte chunks of a slot's row, n8 blocks of a box."""
     COLS = layout.ROW_BYTES // OUT_ITEM
-    NBOX = BN // COLS
-    NB = MI * NBOX
-    ROWB = COLS * 4                                 # a slot's row: the box's columns, float32
-    SLOT = layout.SOURCE_ROWS * ROWB
-    CH = ROWB // 16                                 # its 16-byte chunks
-    JJ = COLS // 8                                  # n8 blocks of a box
-    HOLD = HELD > 0
-    SPREAD = HOLD
-    if HOLD and HELD != (NB - 2) * 4 * JJ:
+    return COLS, BN // COLS, MI * (BN // COLS), layout.SOURCE_ROWS * COLS * 4, COLS * 4 // 16, COLS // 8
+
+
+@lru_cache(maxsize=None)
+def _source_reads(MI, BN, OUT_ITEM, SLOT_IDX, NACC, HELD):
+    """The reads of a staged epilogue array (``_stager``): ``copy(t, src, row, bn0, lane, ep)``:
+    box t's 16 rows of this warp into slot t % 2 at ``src``, one cp.async group;
+    ``copies_in(CU, lo, hi, src, row, bn0, lane, ep)``: copy units lo..hi-1 of boxes 0 and 1
+    (PER_BOX a box; a box's group committed after its last); ``holds_in(HU, lo, hi, pacc, row,
+    bn0, lane, ep)``: n8 blocks lo..hi-1 of boxes 2.., this lane's two column pairs of each into
+    registers NACC + 4k by one 8-byte load each. Returns them and (CU, HU)."""
+    COLS, NBOX, NB, SLOT, CH, JJ = _source_geometry(MI, BN, OUT_ITEM)
+    if HELD and HELD != (NB - 2) * 4 * JJ:
         raise ValueError(f"{HELD} registers do not hold boxes 2..{NB - 1} ({(NB - 2) * 4 * JJ})")
     M_, N_, U, P = SLOT_IDX
     PER_BOX = CH // 2                               # 16-byte copies a lane makes of a box
-    CU = min(2, NB) * PER_BOX                       # ... of the boxes in the slots, and the
-    HU = HELD // 4                                  # n8 blocks held: the units the LEAD pieces share
+    CU = min(2, NB) * PER_BOX                       # ... of the boxes in the slots
+    HU = HELD // 4
 
     @device
     def copy_one(t, i, src, row, bn0, lane, ep):
-        """Copy i of this lane's of box t's 16 rows of this warp into slot t % 2 (chunks past C's
-        edges zero-filled)."""
+        """Copy i of this lane's of box t (chunks past C's edges zero-filled)."""
         mi = t // NBOX
         col0 = bn0 + (t - mi * NBOX) * COLS
         q = lane + 32 * i
@@ -785,26 +772,20 @@ def _stager(MI, BN, OUT_ITEM, EB, EPI_OFF, PER_CONS, WG_M, SLOT_IDX, LEAD, NACC=
 
     @device
     def copy(t, src, row, bn0, lane, ep):
-        """Box t into its slot, one cp.async group."""
         for i in range(PER_BOX):
             copy_one(t, i, src, row, bn0, lane, ep)
         cp_async_commit()
 
     @device
     def copy_in(j, lo, hi, src, row, bn0, lane, ep):
-        """Copy unit j (copy j % PER_BOX of box j // PER_BOX) if lo <= j < hi; a box's group
-        committed after its last."""
         if lo <= j < hi:
             copy_one(j // PER_BOX, j % PER_BOX, src, row, bn0, lane, ep)
             if j % PER_BOX == PER_BOX - 1:
                 cp_async_commit()
-    copies_in = unrolled(copy_in, CU)
 
     @device
     def hold_in(k, lo, hi, pacc, row, bn0, lane, ep):
-        """n8 block k % JJ of box 2 + k // JJ, if lo <= k < hi: this lane's two column pairs into
-        registers NACC + 4k (positions past C's edges read at its last row and column pair: never
-        stored)."""
+        # (positions past C's edges read at its last row and column pair: never stored)
         if lo <= k < hi:
             t = 2 + k // JJ
             mi = t // NBOX
@@ -814,7 +795,32 @@ def _stager(MI, BN, OUT_ITEM, EB, EPI_OFF, PER_CONS, WG_M, SLOT_IDX, LEAD, NACC=
                 gr = min(row + 64 * mi + r, ep[M_] - 1)
                 gc = min(col + c, ep[N_] - 2)       # (N is a multiple of 4, c even: pairs never straddle it)
                 ldg_v2f32(pacc, NACC + 4 * k + 2 * h, ep[U] + gr * ep[P] + 4 * gc)
-    holds_in = unrolled(hold_in, max(HU, 1))
+    return copy, unrolled(copy_in, CU), unrolled(hold_in, max(HU, 1)), CU, HU
+
+
+@lru_cache(maxsize=None)
+def _stager(MI, BN, OUT_ITEM, EB, EPI_OFF, PER_CONS, WG_M, SLOT_IDX, LEAD, NACC=0, HELD=0):
+    """An epilogue array staged in shared memory (``Epilogue.staged``; ``WgmmaConfig.epi_source``):
+    each warp copies its 16 rows of the tile's output boxes (``_box_store``'s MI x BN // COLS) by
+    16-byte cp.async into two slots of its own after its consumer's output boxes
+    (``layout.source_offset``), box t into slot t % 2, and the epilogue reads the elements there
+    instead of asking HBM for them while the tensor cores wait. With HELD
+    (``WgmmaConfig.epi_held``), each thread also loads its elements of boxes 2.. into HELD
+    registers after its NACC accumulators (the slots hold two of a 128x256 tile's four boxes),
+    all the reads spread over the tile's last LEAD slices; else those boxes come into the slots
+    as they free, during the epilogue (asking L2 for them ahead measured slower, by line or in
+    bulk, benchmarks/results/ab_staged_prefetch_h100.log). Returns (piece, ready, refill, read,
+    source): ``piece(k, pacc, sbase, a_row0, row, bn0, lane, ep)``: piece k of LEAD of the reads
+    (held: the mainloop issues piece k with the k-th of its last LEAD slices; else all in piece
+    0, LEAD slices before the end); ``ready(t)``: box t has arrived; ``refill(t, src, row, bn0,
+    lane, ep)``: box t read, box t + 2 into its slot; ``read(acc, src, t, jj, h, lane, x)``: this
+    lane's column pair of n8 block jj, row half h, of box t into x[0..1]; ``source(buf0, tw)``:
+    the warp's slots (``buf0``: its consumer's output boxes). ``EPI_OFF``: the output boxes'
+    offset from the ring's base, PER_CONS bytes per consumer; ``SLOT_IDX``: the indices in
+    ``ep`` of M, N, the array's address and its row stride in bytes."""
+    COLS, NBOX, NB, SLOT, CH, JJ = _source_geometry(MI, BN, OUT_ITEM)
+    HOLD = HELD > 0
+    copy, copies_in, holds_in, CU, HU = _source_reads(MI, BN, OUT_ITEM, SLOT_IDX, NACC, HELD)
 
     @device
     def source(buf0, tw):
@@ -822,21 +828,18 @@ def _stager(MI, BN, OUT_ITEM, EB, EPI_OFF, PER_CONS, WG_M, SLOT_IDX, LEAD, NACC=
 
     @device
     def piece(k, pacc, sbase, a_row0, row, bn0, lane, ep):
-        """Piece k of LEAD of the reads ahead of the epilogue: its share of the slots' copies and
-        of the held blocks."""
         # (row & 63) >> 4: the warp in its consumer (tiles and consumers start on 64-row bounds)
         src = source(sbase + EPI_OFF + (a_row0 // WG_M) * PER_CONS, (row & 63) << 1)
-        if SPREAD:
+        if HOLD:
             copies_in(CU, k * CU // LEAD, (k + 1) * CU // LEAD, src, row, bn0, lane, ep)
+            holds_in(HU, k * HU // LEAD, (k + 1) * HU // LEAD, pacc, row, bn0, lane, ep)
         elif k == 0:
             for t in range(min(2, NB)):
                 copy(t, src, row, bn0, lane, ep)
-        if HOLD:
-            holds_in(HU, k * HU // LEAD, (k + 1) * HU // LEAD, pacc, row, bn0, lane, ep)
 
     @device
     def ready(t):
-        # groups committed by then: boxes 0 and 1 (``start``), and box i + 2 once box i is
+        # groups committed by then: boxes 0 and 1 (``piece``), and box i + 2 once box i is
         # stored (``refill``, after box i + 1 is read): box 1 is read before box 0's refill
         if not (HOLD and t >= 2):
             cp_async_wait(1 if (t == 0 and NB > 1) or (not HOLD and t >= 2 and t + 1 < NB) else 0)
