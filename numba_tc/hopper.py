@@ -563,15 +563,24 @@ def make_mainloop(consume, S, STAGE, CL, GROUPS=1, ahead=None, LEAD=0, SPREAD=Fa
     AHEAD = ahead is not None
 
     @device
-    def slices(pacc, sbase, bars, s, ph, prev, t0, t1, a_row0, lane):
-        """Slices t0..t1-1 of the tile (``prev``: the stage of the slice before t0)."""
+    def retire(t, s, ph, prev, bars, lane):
+        """Slice t's groups issued (from stage s): the slice before it done, its stage (``prev``)
+        released. Returns the next ring position and s."""
+        wgmma_wait(GROUPS)
+        if t > 0 and lane == 0:
+            release(bars + 8 * (S + prev))
+        s1, ph1 = advance(s, ph)
+        return s1, ph1, s
+
+    @device
+    def slices(pacc, sbase, bars, s, ph, prev, t0, t1, a_row0, lane, when, row, bn0, ep):
+        """Slices t0..t1-1 of the tile (``prev``: the stage of the slice before t0); without
+        SPREAD, slice ``when`` issues all the epilogue array's reads (``ahead``'s piece 0)."""
         for t in range(t0, t1):
             consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0)
-            wgmma_wait(GROUPS)
-            if t > 0 and lane == 0:
-                release(bars + 8 * (S + prev))
-            prev = s
-            s, ph = advance(s, ph)
+            if AHEAD and not SPREAD and t == when:
+                ahead(0, pacc, sbase, a_row0, row, bn0, lane, ep)
+            s, ph, prev = retire(t, s, ph, prev, bars, lane)
         return s, ph, prev
 
     @device
@@ -584,36 +593,23 @@ def make_mainloop(consume, S, STAGE, CL, GROUPS=1, ahead=None, LEAD=0, SPREAD=Fa
             consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0)
         ahead(k, pacc, sbase, a_row0, row, bn0, lane, ep)
         if t >= 0:
-            wgmma_wait(GROUPS)
-            if t > 0 and lane == 0:
-                release(bars + 8 * (S + st[2]))
-            st[2] = s
-            st[0], st[1] = advance(s, ph)
+            st[0], st[1], st[2] = retire(t, s, ph, st[2], bars, lane)
     tail = unrolled(tail_step, max(LEAD, 1))
 
     @device
     def mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0, lane, k0, row, bn0, ep):
-        prev = 0
         if SPREAD:
             # the last LEAD slices written out, each with a piece of the epilogue array's reads,
             # so that they reach HBM spread over the slices rather than all SMs' at once; outside
             # a loop, so that the compiler does not hoist their addresses out of it (they spill)
-            s, ph, prev = slices(pacc, sbase, bars, s, ph, prev, 0, ktiles - LEAD, a_row0, lane)
+            s, ph, prev = slices(pacc, sbase, bars, s, ph, 0, 0, ktiles - LEAD, a_row0, lane, -1, row, bn0, ep)
             st = cuda.local.array(3, int32)
             st[0], st[1], st[2] = s, ph, prev
             tail(LEAD, st, pacc, sbase, bars, ktiles - LEAD, a_row0, lane, row, bn0, ep)
             s, ph, prev = st[0], st[1], st[2]
         else:
-            when = max(ktiles - LEAD, 0)
-            for t in range(ktiles):
-                consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0)
-                if AHEAD and t == when:
-                    ahead(0, pacc, sbase, a_row0, row, bn0, lane, ep)
-                wgmma_wait(GROUPS)
-                if t > 0 and lane == 0:
-                    release(bars + 8 * (S + prev))
-                prev = s
-                s, ph = advance(s, ph)
+            s, ph, prev = slices(pacc, sbase, bars, s, ph, 0, 0, ktiles, a_row0, lane, max(ktiles - LEAD, 0), row,
+                                 bn0, ep)
         wgmma_wait(0)
         if lane == 0:
             release(bars + 8 * (S + prev))
