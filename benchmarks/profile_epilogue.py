@@ -15,8 +15,8 @@ from features import scaled_residual
 
 mode = sys.argv[1]
 m, n, k = (int(x) for x in sys.argv[2:5])
-if len(sys.argv) > 5:                   # the staged reads' lead (``hopper.STAGED_LEAD``)
-    hopper.STAGED_LEAD = int(sys.argv[5])
+if len(sys.argv) > 5:                   # the staged reads' lead (``STAGED_LEAD``, held: ``HELD_LEAD``)
+    hopper.STAGED_LEAD = hopper.HELD_LEAD = int(sys.argv[5])
 hopper.STAGED = mode != "unstaged"
 hopper.STAGED_HOLD = 64 if mode == "held" else 0
 v = numba_tc.variant_from(hopper.RUNG7.replace(bn=128, max_stages=6, pingpong=True), "pp", splits=1) \
