@@ -262,10 +262,10 @@ class WgmmaConfig:
     epi_boxes: int = 2              # 8 KiB output boxes per consumer in that ring (2: double buffer)
     epi_source: int = 0             # bytes per consumer for an epilogue array staged in shared memory
                                     # (``hopper._stager``; 0: none)
-    epi_lead: int = 8               # ... whose first boxes are copied this many K slices before a
-                                    # tile's end
+    epi_lead: int = 8               # ... whose reads start this many K slices before a tile's end
     epi_held: int = 0               # ... and registers a consumer thread holds its later boxes in,
-                                    # loaded at the same time (0: copied into the slots as they free)
+                                    # read with the first ones, a piece a slice (0: copied into the
+                                    # slots as they free)
     pingpong: bool = False          # the consumers take alternate tiles, each a whole bm x bn one: one's
                                     # epilogue runs beside the other's mainloop (CUTLASS's ping-pong)
     group_m: int = 8                # tile order: groups of group_m block rows share B tiles in L2
