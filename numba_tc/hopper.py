@@ -838,7 +838,7 @@ def _stager(MI, BN, OUT_ITEM, EB, EPI_OFF, PER_CONS, WG_M, SLOT_IDX, LEAD, NACC=
         # groups committed by then: boxes 0 and 1 (``piece``), and box i + 2 once box i is
         # stored (``refill``, after box i + 1 is read): box 1 is read before box 0's refill
         if not (HOLD and t >= 2):
-            cp_async_wait(1 if (t == 0 and NB > 1) or (not HOLD and t >= 2 and t + 1 < NB) else 0)
+            cp_async_wait(1 if (t == 0 and NB > 1) or (t >= 2 and t + 1 < NB) else 0)
             cuda.syncwarp()
 
     @device
@@ -1487,8 +1487,8 @@ def held_registers(cfg: WgmmaConfig, out_dtype: str) -> int:
     the two its warp's slots take (``_stager``), or 0 where that is more than ``STAGED_HOLD`` or
     the tile is not two consumers' without a cluster (others spilled: a producer's multicast
     needs more registers than it could spare, a lone consumer's written-out tail more)."""
-    cols = layout.ROW_BYTES // layout.ITEMSIZE[out_dtype]
-    held = max((cfg.wg_m // 64) * (cfg.bn // cols) - 2, 0) * cols // 2
+    _, _, nb, _, _, jj = _source_geometry(cfg.wg_m // 64, cfg.bn, layout.ITEMSIZE[out_dtype])
+    held = max(nb - 2, 0) * 4 * jj                  # (n8 blocks: two column pairs of four rows a lane)
     return held if held <= STAGED_HOLD and cfg.cluster == 1 and cfg.consumers == 2 and cfg.regs[1] else 0
 
 
