@@ -8,6 +8,7 @@ tiles of the top rung, each with the residual and as a plain product, against th
     python benchmarks/ab_staged.py --settings STAGED=False STAGED=True [--shapes 4096x4096x4096 ...] [--layout NT]
     python benchmarks/ab_staged.py --settings STAGED=True --tiles "bn=128,max_stages=6,pingpong=1"
     python benchmarks/ab_staged.py --residual row     # its reads from L2: the cost of the epilogue's work alone
+    python benchmarks/ab_staged.py --res-dtype float16 --cublas   # a 16-bit residual; cuBLAS's own cost of a C
 """
 from __future__ import annotations
 
@@ -32,6 +33,10 @@ def main():
     p.add_argument("--tiles", nargs="+", default=[], help='fixed tiles: "key=value,...[:splits]"')
     p.add_argument("--residual", default="full", choices=["full", "row"],
                    help="row: one row broadcast down C (row stride 0), so that its reads hit L2, not HBM")
+    p.add_argument("--res-dtype", default="float32", choices=["float32", "float16"])
+    p.add_argument("--cublas", action="store_true",
+                   help="also time torch.matmul and torch.addmm(0.5 * res16) (cuBLAS reading a 16-bit C) "
+                        "and gemm(..., c=res16, beta=0.5), res16 the residual in the operands' dtype")
     args = p.parse_args()
     dt = getattr(torch, args.dtype)
     top = numba_tc.get_variant("hopper")
@@ -46,8 +51,9 @@ def main():
             torch.randn(m, k, device="cuda", dtype=dt, generator=g)
         b = torch.randn(n, k, device="cuda", dtype=dt, generator=g).t() / k ** 0.5 if args.layout[1] == "T" else \
             torch.randn(k, n, device="cuda", dtype=dt, generator=g) / k ** 0.5
-        res = torch.randn(m, n, device="cuda", dtype=torch.float32, generator=g) if args.residual == "full" else \
-            torch.randn(1, n, device="cuda", dtype=torch.float32, generator=g).expand(m, n)
+        rdt = getattr(torch, args.res_dtype)
+        res = torch.randn(m, n, device="cuda", dtype=rdt, generator=g) if args.residual == "full" else \
+            torch.randn(1, n, device="cuda", dtype=rdt, generator=g).expand(m, n)
         want = a.double() @ b.double() + 0.5 * res.double()
         plain = torch.empty(m, n, device="cuda", dtype=dt)
         fns, names = [lambda: numba_tc.gemm(a, b, out=plain)], [f"plain [{numba_tc.explain(a, b)}]"]
@@ -68,10 +74,29 @@ def main():
                 assert err < 1e-2, (shape, name, "plain", err)
                 names.append(f"{name} plain [{numba_tc.explain(a, b, v)}] rel_err {err:.2e}")
                 fns.append(lambda v=v, own=own: numba_tc.gemm(a, b, v, out=own))
+        if args.cublas:
+            fns += _cublas(a, b, res.to(dt), names)
         ms = bench.time_interleaved(fns)
         for nm, t in zip(names, ms):
             print(f"{shape} {args.layout} {nm:<60} {2 * m * n * k / t / 1e9:6.0f} TFLOP/s  overhead {t / ms[0] - 1:+.1%}",
                   flush=True)
+        if args.cublas:
+            print(f"{shape} {args.layout} cuBLAS's own cost of reading C: addmm / matmul - 1 = {ms[-2] / ms[-3] - 1:+.1%}")
+
+
+def _cublas(a, b, res16, names):
+    """torch.matmul, torch.addmm(0.5 * res16) and gemm(c=res16, beta=0.5), each checked: what
+    cuBLAS pays for a 16-bit C beside ours (the last three entries of ``names``)."""
+    m, n = res16.shape
+    got, ours = torch.empty(m, n, device="cuda", dtype=a.dtype), torch.full_like(res16, float("nan"))
+    numba_tc.gemm(a, b, c=res16, beta=0.5, out=ours)
+    torch.addmm(res16, a, b, beta=0.5, out=got)
+    want16 = a.double() @ b.double() + 0.5 * res16.double()
+    for nm, x in (("torch.addmm", got), ("gemm c=", ours)):
+        assert _rel(x, want16) < 1e-2, (nm, _rel(x, want16))
+    names += ["torch.matmul", "torch.addmm(res16, beta=0.5)", f"gemm(c=res16, beta=0.5) rel_err {_rel(ours, want16):.2e}"]
+    return [lambda: torch.matmul(a, b, out=got), lambda: torch.addmm(res16, a, b, beta=0.5, out=got),
+            lambda: numba_tc.gemm(a, b, c=res16, beta=0.5, out=ours)]
 
 
 if __name__ == "__main__":
