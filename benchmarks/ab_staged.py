@@ -8,7 +8,7 @@ tiles of the top rung, each with the residual and as a plain product, against th
     python benchmarks/ab_staged.py --settings STAGED=False STAGED=True [--shapes 4096x4096x4096 ...] [--layout NT]
     python benchmarks/ab_staged.py --settings STAGED=True --tiles "bn=128,max_stages=6,pingpong=1"
     python benchmarks/ab_staged.py --residual row     # its reads from L2: the cost of the epilogue's work alone
-    python benchmarks/ab_staged.py --res-dtype float16 --cublas   # a 16-bit residual; cuBLAS's own cost of a C
+    python benchmarks/ab_staged.py --res-dtype bfloat16 --cublas   # a 16-bit residual; cuBLAS's own cost of a C
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def main():
     p.add_argument("--tiles", nargs="+", default=[], help='fixed tiles: "key=value,...[:splits]"')
     p.add_argument("--residual", default="full", choices=["full", "row"],
                    help="row: one row broadcast down C (row stride 0), so that its reads hit L2, not HBM")
-    p.add_argument("--res-dtype", default="float32", choices=["float32", "float16"])
+    p.add_argument("--res-dtype", default="float32", choices=["float32", "float16", "bfloat16"])
     p.add_argument("--cublas", action="store_true",
                    help="also time torch.matmul and torch.addmm(0.5 * res16) (cuBLAS reading a 16-bit C) "
                         "and gemm(..., c=res16, beta=0.5), res16 the residual in the operands' dtype")
@@ -81,22 +81,26 @@ def main():
             print(f"{shape} {args.layout} {nm:<60} {2 * m * n * k / t / 1e9:6.0f} TFLOP/s  overhead {t / ms[0] - 1:+.1%}",
                   flush=True)
         if args.cublas:
-            print(f"{shape} {args.layout} cuBLAS's own cost of reading C: addmm / matmul - 1 = {ms[-2] / ms[-3] - 1:+.1%}")
+            print(f"{shape} {args.layout} cuBLAS's own cost of a C: addmm(out=) / matmul - 1 = {ms[-3] / ms[-4] - 1:+.1%}, "
+                  f"in place {ms[-2] / ms[-4] - 1:+.1%}")
 
 
 def _cublas(a, b, res16, names):
-    """torch.matmul, torch.addmm(0.5 * res16) and gemm(c=res16, beta=0.5), each checked: what
-    cuBLAS pays for a 16-bit C beside ours (the last three entries of ``names``)."""
+    """torch.matmul, torch.addmm(0.5 * res16) (out= another tensor: torch copies res16 there
+    first), C.addmm_ (in place: cuBLAS reads C as it writes it) and gemm(c=res16, beta=0.5), each
+    checked: what cuBLAS pays for a 16-bit C beside ours (the last four entries of ``names``)."""
     m, n = res16.shape
-    got, ours = torch.empty(m, n, device="cuda", dtype=a.dtype), torch.full_like(res16, float("nan"))
+    got, ours, c = torch.empty(m, n, device="cuda", dtype=a.dtype), torch.full_like(res16, float("nan")), res16.clone()
     numba_tc.gemm(a, b, c=res16, beta=0.5, out=ours)
     torch.addmm(res16, a, b, beta=0.5, out=got)
+    c.addmm_(a, b, beta=0.5)
     want16 = a.double() @ b.double() + 0.5 * res16.double()
-    for nm, x in (("torch.addmm", got), ("gemm c=", ours)):
+    for nm, x in (("torch.addmm", got), ("addmm_", c), ("gemm c=", ours)):
         assert _rel(x, want16) < 1e-2, (nm, _rel(x, want16))
-    names += ["torch.matmul", "torch.addmm(res16, beta=0.5)", f"gemm(c=res16, beta=0.5) rel_err {_rel(ours, want16):.2e}"]
+    names += ["torch.matmul", "torch.addmm(res16, beta=0.5, out=)", "C.addmm_(beta=0.5) in place",
+              f"gemm(c=res16, beta=0.5) rel_err {_rel(ours, want16):.2e}"]
     return [lambda: torch.matmul(a, b, out=got), lambda: torch.addmm(res16, a, b, beta=0.5, out=got),
-            lambda: numba_tc.gemm(a, b, c=res16, beta=0.5, out=ours)]
+            lambda: c.addmm_(a, b, beta=0.5), lambda: numba_tc.gemm(a, b, c=res16, beta=0.5, out=ours)]
 
 
 if __name__ == "__main__":

@@ -8,8 +8,9 @@ Records ``{"feature", "m", "n", "k", "batch", "dtype", "ours_tflops", "ref_tflop
 epilogue / time of plain ``gemm``) - 1.
   * bias_gelu: ``gemm(a, b, bias=, activation="gelu_tanh")`` against cuBLASLt's fused bias + GELU
     (``torch._addmm_activation(bias, a, b, use_gelu=True)``, the tanh form).
-  * custom_epilogue: a scaled residual add, a user's device function reading a device array,
-    against the plain ``gemm`` of the same operands.
+  * custom_epilogue: a scaled residual add, a user's device function reading a device array
+    (``"residual"``: its dtype, float32 or the model's bfloat16), against the plain ``gemm`` of
+    the same operands.
   * batched: ``gemm`` on 3-D operands against ``torch.bmm`` (attention-like: many batches, small
     K or N, the second operand as attention reads it; MoE-like: few large ones).
 """
@@ -58,11 +59,11 @@ def bias_gelu(m, n, k, dtype, batch=1):
                 ref="torch._addmm_activation(bias, a, b, use_gelu=True) (cuBLASLt bias+GELU epilogue)")
 
 
-def custom_epilogue(m, n, k, dtype, batch=1):
+def custom_epilogue(m, n, k, dtype, batch=1, residual="float32"):
     g = torch.Generator(device="cuda").manual_seed(1)
     a = torch.randn(m, k, device="cuda", dtype=dtype, generator=g)
     b = torch.randn(k, n, device="cuda", dtype=dtype, generator=g) / k ** 0.5
-    res = torch.randn(m, n, device="cuda", dtype=torch.float32, generator=g)
+    res = torch.randn(m, n, device="cuda", dtype=getattr(torch, residual), generator=g)
     out = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
     numba_tc.gemm(a, b, epilogue=scaled_residual, epilogue_args=(res, 0.5), out=out)
     ref = a.double() @ b.double() + 0.5 * res.double()
@@ -72,6 +73,7 @@ def custom_epilogue(m, n, k, dtype, batch=1):
         lambda: numba_tc.gemm(a, b, epilogue=scaled_residual, epilogue_args=(res, 0.5), out=out),
         lambda: numba_tc.gemm(a, b, out=plain)])
     return dict(feature="custom_epilogue", ours_ms=ours, ref_ms=theirs, rel_err=err, overhead=ours / theirs - 1,
+                residual=residual,
                 ref="numba_tc.gemm(a, b) (the plain product, same operands)")
 
 
@@ -166,7 +168,8 @@ FEATURES = {"bias_gelu": bias_gelu, "custom_epilogue": custom_epilogue, "batched
 # (feature, batch, m, n, k)
 DEFAULT = [("bias_gelu", 1, 4096, 11008, 4096), ("bias_gelu", 1, 4096, 4096, 4096), ("bias_gelu", 1, 2048, 5120, 3000),
            ("custom_epilogue", 1, 4096, 4096, 4096), ("custom_epilogue", 1, 8192, 8192, 8192),
-           ("custom_epilogue", 1, 3000, 5000, 2000),
+           ("custom_epilogue", 1, 3000, 5000, 2000), ("custom_epilogue", 1, 4096, 4096, 4096, "bfloat16"),
+           ("custom_epilogue", 1, 8192, 8192, 8192, "bfloat16"),
            ("batched", 512, 1024, 1024, 128), ("batched", 512, 1024, 128, 1024), ("batched", 64, 2048, 2048, 128),
            ("batched", 8, 2048, 4096, 4096), ("batched", 4, 4096, 8192, 4096),
            ("fp8", 1, 4096, 4096, 4096), ("fp8", 1, 8192, 8192, 8192), ("fp8", 1, 2048, 8192, 8192),
@@ -196,7 +199,7 @@ def main(argv=None):
                  device=torch.cuda.get_device_name(), commit=bench.commit_id(),
                  command="python " + " ".join(shlex.quote(x) for x in [os.path.relpath(__file__)] + sys.argv[1:]))
         records.append(r)
-        extra = f"  overhead {r['overhead']:+.1%}" if "overhead" in r else ""
+        extra = f"  overhead {r['overhead']:+.1%} ({r['residual']} residual)" if "overhead" in r else ""
         print(f"{feature:<16} {nb}x {m}x{n}x{k} {r['dtype']} {r.get('layout', '')}: ours {r['ours_tflops']:.0f} TFLOP/s, ref "
               f"{r['ref_tflops']:.0f}, ratio {r['ratio']:.3f}, rel_err {r['rel_err']:.1e}{extra}", flush=True)
     if args.json:
@@ -205,7 +208,8 @@ def main(argv=None):
             with open(args.json) as f:
                 old = json.load(f)
         def key(r):
-            return r["feature"], r["batch"], r["m"], r["n"], r["k"], r["dtype"], r.get("layout"), r.get("scaling")
+            return (r["feature"], r["batch"], r["m"], r["n"], r["k"], r["dtype"], r.get("layout"), r.get("scaling"),
+                    r.get("residual", "float32"))
         keys = {key(r) for r in records}
         old = [r for r in old if key(r) not in keys]
         with open(args.json, "w") as f:

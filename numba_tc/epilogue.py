@@ -39,12 +39,13 @@ from typing import Any, Optional, Tuple
 
 from numba import float32, float64, int64, types
 from numba.cuda import libdevice
+from numba.cuda import types as cuda_types
 
 from .intrinsics import SIMULATOR, device_array, element_view, f32_bits, f32_ptr, f64_bits
 from .jit import device
 
 __all__ = ["Epilogue", "UserFunction", "PLAIN", "SCALED", "BLOCK_SCALED", "BLOCK_SCALES", "ACTIVATIONS", "make",
-           "code_digest", "float_bits", "USER_ARRAY_DTYPES"]
+           "code_digest", "float_bits", "USER_ARRAY_DTYPES", "LOAD_KIND"]
 
 # activation name -> what it computes (fp32), as the reference in tests and docs spells it
 ACTIVATIONS = {
@@ -55,8 +56,10 @@ ACTIVATIONS = {
 }
 # dtypes an epilogue array argument may have (Numba types the user's function sees)
 USER_ARRAY_DTYPES = {"float32": types.float32, "float64": types.float64, "float16": types.float16,
-                     "int32": types.int32, "int64": types.int64, "uint8": types.uint8, "bool": types.boolean}
-_LOAD_KIND = {"float32": 0, "float16": 1, "bfloat16": 2}
+                     "bfloat16": cuda_types.bfloat16, "int32": types.int32, "int64": types.int64,
+                     "uint8": types.uint8, "bool": types.boolean}
+# how the kernels' loads read an input's elements as float32 (``ptx/mma.cu``'s ldg_in16, in16_f32)
+LOAD_KIND = {"float32": 0, "float16": 1, "bfloat16": 2}
 
 
 _DIGESTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -232,13 +235,18 @@ class Epilogue:
 
     def staged(self) -> Optional[int]:
         """The user argument a kernel may stage in shared memory and hand the function element by
-        element (``make(spec, staged=True)``): a float32 array of C's shape that the function reads
-        only at [row, col], aligned for 16-byte copies (``epilogue_args``), or None. None under
-        ``swap``: the kernel's rows are then the array's columns."""
+        element (``make(spec, staged=True)``): a float32, float16 or bfloat16 array of C's shape
+        that the function reads only at [row, col], aligned for 16-byte copies (``epilogue_args``),
+        or None. None under ``swap``: the kernel's rows are then the array's columns."""
         for i, kind in enumerate(self.user.args if self.user and not self.swap else ()):
             if kind[0] == "array" and len(kind) > 3 and kind[3]:
                 return i
         return None
+
+    def staged_dtype(self) -> Optional[str]:
+        """The dtype of the argument ``staged`` names, or None."""
+        u = self.staged()
+        return None if u is None else self.user.args[u][1]
 
     def flipped(self) -> "Epilogue":
         """The same epilogue for the kernel that computes C^T."""
@@ -334,7 +342,7 @@ else:
 
 
 def _load_expr(slot: str, index: str, dtype: str) -> str:
-    kind = _LOAD_KIND[dtype]
+    kind = LOAD_KIND[dtype]
     return f"_load32({slot}, {index})" if kind == 0 else f"_load16({slot}, {index}, {kind})"
 
 
@@ -344,7 +352,9 @@ def make(spec: Epilogue, staged: bool = False):
     docstring). Written out as source, so that only the terms present are compiled. ``staged``:
     ``apply(v, row, col, ep, sx)``, where sx is the element at (row, col) of the argument
     ``spec.staged()`` names, which the kernel read from shared memory: the function's
-    ``arg[row, col]`` is sx (``intrinsics.element_view``)."""
+    ``arg[row, col]`` is sx (``intrinsics.element_view``), float32 (a 16-bit array's element
+    exactly: the function's arithmetic on it is float32's, as it is where it mixes with the
+    accumulator)."""
     at = {name: f"ep[{i}]" for i, name in enumerate(spec.slots())}
     stage = spec.staged() if staged else None
     if staged and stage is None:

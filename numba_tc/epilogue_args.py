@@ -241,11 +241,12 @@ def _bias(x, kind, device, allowed, m, n, stream):
 def _stageable(d, m: int, n: int) -> bool:
     """Whether a kernel may stage an epilogue array (described as ``d``, ``arrays.describe``) in
     shared memory by 16-byte copies and hand the function its elements (``Epilogue.staged``): a
-    device array, float32 of C's shape, contiguous rows, its address, row pitch and rows 16-byte
-    multiples."""
-    if SIMULATOR or d[4] is None or d[3] != "float32" or tuple(d[1]) != (m, n) or n * 4 % 16:
+    device array, float32, float16 or bfloat16 of C's shape, contiguous rows, its address, row
+    pitch and rows 16-byte multiples."""
+    if SIMULATOR or d[4] is None or d[3] not in ("float32", "float16", "bfloat16") or tuple(d[1]) != (m, n):
         return False
-    return d[2][1] == 1 and d[4] % 16 == 0 and (m == 1 or d[2][0] * 4 % 16 == 0)
+    item = arrays.np_dtype(d[3]).itemsize
+    return n * item % 16 == 0 and d[2][1] == 1 and d[4] % 16 == 0 and (m == 1 or d[2][0] * item % 16 == 0)
 
 
 def _user(fn, args, kind, device, stream, m: int, n: int) -> Tuple[UserFunction, tuple]:
@@ -288,9 +289,10 @@ def _user_array(x, kind, d, stream):
     item = arrays.np_dtype(d[3]).itemsize
     if kind == "numpy":
         from numba import cuda
-        dev = cuda.to_device(x, stream=stream)
         if SIMULATOR:
-            return dev, tuple(x.shape), (0,) * x.ndim
+            return cuda.to_device(x, stream=stream), tuple(x.shape), (0,) * x.ndim
+        # (a bfloat16 array as its raw 16-bit words: Numba's device arrays have no bfloat16)
+        dev = cuda.to_device(x.view(np.uint16) if d[3] == "bfloat16" else x, stream=stream)
         return dev.device_ctypes_pointer.value, tuple(x.shape), tuple(dev.strides), dev
     if SIMULATOR:
         return (x._ary if kind == "numba" else x), tuple(d[1]), (0,) * len(d[1])

@@ -74,7 +74,7 @@ from numba import cuda, float32, int32, uint32
 
 from . import fixup, layout, repack, workspace
 from .config import WARPGROUP, WGMMA_N, WGMMA_N_TYPED, Variant, WgmmaConfig
-from .epilogue import BLOCK_SCALED, BLOCK_SCALES, PLAIN, SCALED
+from .epilogue import BLOCK_SCALED, BLOCK_SCALES, LOAD_KIND, PLAIN, SCALED
 from .epilogue import make as make_epilogue
 from .fragments import OUT_CONVERT, apply_fragments, make_store_out
 from .intrinsics import f32_ptr, ptr
@@ -84,7 +84,7 @@ from .layout import (a_fragment, c_fragment, chunk_offset, compute_dtype, mn_maj
 from .plan import Step
 from . import primitives
 from .primitives import (cluster_ctarank, cluster_sync, cp_async16, cp_async_commit, cp_async_wait,
-                         fence_proxy_async, grid_dep_wait, ldg_v2f32, lds_u32, lds_v2f32, lds_v4u32, mbar_arrive,
+                         fence_proxy_async, grid_dep_wait, in16_f32, ldg_v2f32, lds_u32, lds_v2f32, lds_v4u32, mbar_arrive,
                          mbar_arrive_cluster, mbar_expect_tx, mbar_fence_init, mbar_init, mbar_wait,
                          named_barrier, named_barrier_arrive, setmaxnreg_dec, setmaxnreg_inc, smem_addr, sts_out2,
                          sts_v4u32, tf32_rn,
@@ -728,29 +728,32 @@ def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=
     return mainloop
 
 
-def _source_geometry(MI, BN, OUT_ITEM):
-    """(COLS, NBOX, NB, SLOT, CH, JJ) of a staged epilogue array (``_stager``): an output box's
-    columns, boxes across the tile and in all (MI m64 blocks), a warp's slot bytes (16 rows of a
-    box, float32), 16-byte chunks of a slot's row, n8 blocks of a box."""
+def _source_geometry(MI, BN, OUT_ITEM, ITEM=4):
+    """(COLS, NBOX, NB, SLOT, CH, JJ) of a staged epilogue array of ITEM-byte elements
+    (``_stager``): an output box's columns, boxes across the tile and in all (MI m64 blocks), a
+    warp's slot bytes (16 rows of a box), 16-byte chunks of a slot's row, n8 blocks of a box."""
     COLS = layout.ROW_BYTES // OUT_ITEM
-    return COLS, BN // COLS, MI * (BN // COLS), layout.SOURCE_ROWS * COLS * 4, COLS * 4 // 16, COLS // 8
+    return COLS, BN // COLS, MI * (BN // COLS), layout.SOURCE_ROWS * COLS * ITEM, COLS * ITEM // 16, COLS // 8
 
 
 @lru_cache(maxsize=None)
-def _source_reads(MI, BN, OUT_ITEM, SLOT_IDX, NACC, HELD):
-    """The reads of a staged epilogue array (``_stager``): ``copy(t, src, row, bn0, lane, ep)``:
-    box t's 16 rows of this warp into slot t % 2 at ``src``, one cp.async group;
-    ``copies_in(CU, lo, hi, src, row, bn0, lane, ep)``: copy units lo..hi-1 of boxes 0 and 1
-    (PER_BOX a box; a box's group committed after its last); ``holds_in(HU, lo, hi, pacc, row,
-    bn0, lane, ep)``: n8 blocks lo..hi-1 of boxes 2.., this lane's two column pairs of each into
-    registers NACC + 4k by one 8-byte load each. Returns them and (CU, HU)."""
-    COLS, NBOX, NB, SLOT, CH, JJ = _source_geometry(MI, BN, OUT_ITEM)
-    if HELD and HELD != (NB - 2) * 4 * JJ:
-        raise ValueError(f"{HELD} registers do not hold boxes 2..{NB - 1} ({(NB - 2) * 4 * JJ})")
+def _source_reads(MI, BN, OUT_ITEM, SLOT_IDX, NACC, HELD, ITEM=4, NSLOT=2):
+    """The reads of a staged epilogue array of ITEM-byte elements (``_stager``): ``copy(t, src,
+    row, bn0, lane, ep)``: box t's 16 rows of this warp into slot t % NSLOT at ``src``, one
+    cp.async group; ``copies_in(CU, lo, hi, src, row, bn0, lane, ep)``: copy units lo..hi-1 of
+    the boxes in the slots (PER_BOX a box; a box's group committed after its last);
+    ``holds_in(HU, lo, hi, pacc, row, bn0, lane, ep)``: n8 blocks lo..hi-1 of boxes 2.. (float32),
+    this lane's two column pairs of each into registers NACC + 4k by one 8-byte load each.
+    Returns them and (CU, HU)."""
+    COLS, NBOX, NB, SLOT, CH, JJ = _source_geometry(MI, BN, OUT_ITEM, ITEM)
+    if HELD and (HELD != (NB - 2) * 4 * JJ or ITEM != 4 or NSLOT != 2):
+        raise ValueError(f"{HELD} registers do not hold boxes 2..{NB - 1} ({(NB - 2) * 4 * JJ}) of a float32 array")
     M_, N_, U, P = SLOT_IDX
     PER_BOX = CH // 2                               # 16-byte copies a lane makes of a box
-    CU = min(2, NB) * PER_BOX                       # ... of the boxes in the slots
+    CU = min(NSLOT, NB) * PER_BOX                   # ... of the boxes in the slots
     HU = HELD // 4
+    EL = 16 // ITEM                                 # elements a copy
+    ALL = NSLOT >= NB                               # box t in slot t (else t % 2)
 
     @device
     def copy_one(t, i, src, row, bn0, lane, ep):
@@ -761,10 +764,10 @@ def _source_reads(MI, BN, OUT_ITEM, SLOT_IDX, NACC, HELD):
         r = q // CH
         c = q - r * CH
         gr = row + 64 * mi + r
-        gc = col0 + 4 * c
+        gc = col0 + EL * c
         ok = gr < ep[M_] and gc < ep[N_]
-        cp_async16(src + (t & 1) * SLOT + layout.source_offset(r, 16 * c), ep[U] + (gr * ep[P] + 4 * gc if ok else 0),
-                   16 if ok else 0)
+        cp_async16(src + (t if ALL else t & 1) * SLOT + layout.source_offset(r, 16 * c, ITEM),
+                   ep[U] + (gr * ep[P] + ITEM * gc if ok else 0), 16 if ok else 0)
 
     @device
     def copy(t, src, row, bn0, lane, ep):
@@ -795,28 +798,35 @@ def _source_reads(MI, BN, OUT_ITEM, SLOT_IDX, NACC, HELD):
 
 
 @lru_cache(maxsize=None)
-def _stager(MI, BN, OUT_ITEM, EB, EPI_OFF, PER_CONS, WG_M, SLOT_IDX, LEAD, NACC=0, HELD=0):
+def _stager(MI, BN, OUT_ITEM, EB, EPI_OFF, PER_CONS, WG_M, SLOT_IDX, LEAD, NACC=0, HELD=0, SOURCE=(4, 0, 2),
+            SPREAD=False):
     """An epilogue array staged in shared memory (``Epilogue.staged``; ``WgmmaConfig.epi_source``):
     each warp copies its 16 rows of the tile's output boxes (``_box_store``'s MI x BN // COLS) by
-    16-byte cp.async into two slots of its own after its consumer's output boxes
-    (``layout.source_offset``), box t into slot t % 2, and the epilogue reads the elements there
-    instead of asking HBM for them while the tensor cores wait. With HELD
-    (``WgmmaConfig.epi_held``), each thread also loads its elements of boxes 2.. into HELD
-    registers after its NACC accumulators (the slots hold two of a 128x256 tile's four boxes),
-    all the reads spread over the tile's last LEAD slices; else those boxes come into the slots
-    as they free, during the epilogue (asking L2 for them ahead measured slower, by line or in
-    bulk, benchmarks/results/ab_staged_prefetch_h100.log). Returns (piece, ready, refill, read,
+    16-byte cp.async into NSLOT slots of its own after its consumer's output boxes
+    (``layout.source_offset``), box t into slot t % NSLOT, and the epilogue reads the elements
+    there instead of asking HBM for them while the tensor cores wait. ``SOURCE``: (ITEM, KIND,
+    NSLOT): the array's element bytes, its kind (float32 0, fp16 1, bf16 2: read as float32) and
+    the slots, 2 or every box. With HELD (``WgmmaConfig.epi_held``, float32), each thread also
+    loads its elements of boxes 2.. into HELD registers after its NACC accumulators (two slots
+    hold two of a 128x256 tile's four boxes). Boxes neither in a slot nor held come into the
+    slots as they free, during the epilogue (asking L2 for them ahead measured slower, by line or
+    in bulk, benchmarks/results/ab_staged_prefetch_h100.log). Returns (piece, ready, refill, read,
     source): ``piece(k, pacc, sbase, a_row0, row, bn0, lane, ep)``: piece k of LEAD of the reads
-    (held: the mainloop issues piece k with the k-th of its last LEAD slices; else all in piece
-    0, LEAD slices before the end); ``ready(t)``: box t has arrived; ``refill(t, src, row, bn0,
-    lane, ep)``: box t read, box t + 2 into its slot; ``read(acc, src, t, jj, h, lane, x)``: this
-    lane's column pair of n8 block jj, row half h, of box t into x[0..1]; ``source(buf0, tw)``:
-    the warp's slots (``buf0``: its consumer's output boxes). ``EPI_OFF``: the output boxes'
-    offset from the ring's base, PER_CONS bytes per consumer; ``SLOT_IDX``: the indices in
-    ``ep`` of M, N, the array's address and its row stride in bytes."""
-    COLS, NBOX, NB, SLOT, CH, JJ = _source_geometry(MI, BN, OUT_ITEM)
+    (SPREAD, ``WgmmaConfig.epi_spread``: the mainloop issues piece k with the k-th of its last
+    LEAD slices; else all in piece 0, LEAD slices before the end); ``ready(t)``: box t has
+    arrived; ``refill(t, src, row, bn0, lane, ep)``: box t read, box t + 2 into its slot;
+    ``read(acc, src, t, jj, h, lane, x)``: this lane's column pair of n8 block jj, row half h, of
+    box t into x[0..1]; ``source(buf0, tw)``: the warp's slots (``buf0``: its consumer's output
+    boxes). ``EPI_OFF``: the output boxes' offset from the ring's base, PER_CONS bytes per
+    consumer; ``SLOT_IDX``: the indices in ``ep`` of M, N, the array's address and its row
+    stride in bytes."""
+    ITEM, KIND, NSLOT = SOURCE
+    COLS, NBOX, NB, SLOT, CH, JJ = _source_geometry(MI, BN, OUT_ITEM, ITEM)
     HOLD = HELD > 0
-    copy, copies_in, holds_in, CU, HU = _source_reads(MI, BN, OUT_ITEM, SLOT_IDX, NACC, HELD)
+    ALL = NSLOT >= NB                               # every box in a slot of its own: no refills
+    if not (ALL or NSLOT == 2):
+        raise ValueError(f"{NSLOT} slots: 2, or one for each of the {NB} boxes")
+    copy, copies_in, holds_in, CU, HU = _source_reads(MI, BN, OUT_ITEM, SLOT_IDX, NACC, HELD, ITEM, NSLOT)
 
     @device
     def source(buf0, tw):
@@ -826,24 +836,29 @@ def _stager(MI, BN, OUT_ITEM, EB, EPI_OFF, PER_CONS, WG_M, SLOT_IDX, LEAD, NACC=
     def piece(k, pacc, sbase, a_row0, row, bn0, lane, ep):
         # (row & 63) >> 4: the warp in its consumer (tiles and consumers start on 64-row bounds)
         src = source(sbase + EPI_OFF + (a_row0 // WG_M) * PER_CONS, (row & 63) << 1)
-        if HOLD:
+        if SPREAD:
             copies_in(CU, k * CU // LEAD, (k + 1) * CU // LEAD, src, row, bn0, lane, ep)
-            holds_in(HU, k * HU // LEAD, (k + 1) * HU // LEAD, pacc, row, bn0, lane, ep)
+            if HOLD:
+                holds_in(HU, k * HU // LEAD, (k + 1) * HU // LEAD, pacc, row, bn0, lane, ep)
         elif k == 0:
-            for t in range(min(2, NB)):
+            for t in range(min(NSLOT, NB)):
                 copy(t, src, row, bn0, lane, ep)
 
     @device
     def ready(t):
-        # groups committed by then: boxes 0 and 1 (``piece``), and box i + 2 once box i is
-        # stored (``refill``, after box i + 1 is read): box 1 is read before box 0's refill
-        if not (HOLD and t >= 2):
+        # groups committed by then: every box's (ALL), else boxes 0 and 1 (``piece``) and box
+        # i + 2 once box i is stored (``refill``, after box i + 1 is read): box 1 is read before
+        # box 0's refill
+        if ALL:
+            cp_async_wait(NB - 1 - t)
+            cuda.syncwarp()
+        elif not (HOLD and t >= 2):
             cp_async_wait(1 if (t == 0 and NB > 1) or (t >= 2 and t + 1 < NB) else 0)
             cuda.syncwarp()
 
     @device
     def refill(t, src, row, bn0, lane, ep):
-        if not HOLD:
+        if not (HOLD or ALL):
             cuda.syncwarp()                         # every lane has read box t's slot
             if t + 2 < NB:
                 copy(t + 2, src, row, bn0, lane, ep)
@@ -855,7 +870,13 @@ def _stager(MI, BN, OUT_ITEM, EB, EPI_OFF, PER_CONS, WG_M, SLOT_IDX, LEAD, NACC=
             x[1] = acc[NACC + 4 * ((t - 2) * JJ + jj) + 2 * h + 1]
         else:
             r, c = c_fragment(lane, 2 * h)
-            lds_v2f32(x, 0, src + (t & 1) * SLOT + layout.source_offset(r, 4 * (8 * jj + c)))
+            at = src + (t if ALL else t & 1) * SLOT + layout.source_offset(r, ITEM * (8 * jj + c), ITEM)
+            if ITEM == 4:
+                lds_v2f32(x, 0, at)
+            else:
+                w = lds_u32(at)
+                x[0] = in16_f32(w, 0, KIND)
+                x[1] = in16_f32(w, 1, KIND)
     return piece, ready, refill, read, source
 
 
@@ -867,14 +888,18 @@ def _kernel_stager(cfg: WgmmaConfig, epi, out_dtype: str, whole: bool):
     if not (cfg.tma_store and whole) or cfg.promote or epi.staged() is None:
         raise ValueError("an epilogue array is staged (epi_source) by a kernel of whole tiles stored by TMA, "
                          f"for an epilogue with such an array, not {epi!r}")
-    if cfg.epi_source < staged_bytes(cfg, out_dtype):
+    dt = epi.staged_dtype()
+    if cfg.epi_source < staged_bytes(cfg, out_dtype, dt):
         raise ValueError(f"epi_source={cfg.epi_source}: the staged epilogue array needs "
-                         f"{staged_bytes(cfg, out_dtype)} bytes per consumer")
+                         f"{staged_bytes(cfg, out_dtype, dt)} bytes per consumer")
     slots, u = epi.slots(), epi.staged()
+    nb = _staged_boxes(cfg, out_dtype)
+    nslot = nb if cfg.epi_source >= staged_bytes(cfg, out_dtype, dt, nb) else 2     # (every box, or refills)
     return _stager(cfg.wg_m // 64, cfg.bn, layout.ITEMSIZE[out_dtype], cfg.epi_boxes, cfg.stages * cfg.stage_bytes,
                    cfg.epi_boxes * layout.OUT_BOX_BYTES + cfg.epi_source, cfg.wg_m,
                    (slots.index("M"), slots.index("N"), slots.index(f"u{u}"), slots.index(f"u{u}_stride0")),
-                   cfg.epi_lead, cfg.local_regs - cfg.epi_held, cfg.epi_held)
+                   cfg.epi_lead, cfg.local_regs - cfg.epi_held, cfg.epi_held,
+                   (layout.ITEMSIZE[dt], LOAD_KIND[dt], min(nslot, nb)), cfg.epi_spread)
 
 
 @lru_cache(maxsize=None)
@@ -1182,7 +1207,7 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
         mainloop = make_promoted_mainloop(issue, S, STAGE, CL, NACC, BN // PN, block, lead)
     else:
         mainloop = make_mainloop(consume, S, STAGE, CL, 4 if _regs_a(dtype, A_KM, B_KM) else 1,
-                                 stager and stager[0], cfg.epi_lead, cfg.epi_held > 0)
+                                 stager and stager[0], cfg.epi_lead, cfg.epi_spread)
     part = make_store_out(MI * (BN // 8), BN // 8, 64, 4, OUT_CONVERT["float32"], True, 8, make_epilogue(PLAIN)) \
         if tail else None
     consumer = make_consumer(walk_unit, mainloop, store, drain, NACC, WG_M,
@@ -1476,14 +1501,20 @@ def output_map(cfg: WgmmaConfig, c):
     return (c.dtype, c.cols, c.rows, c.ld, 128 // c.itemsize, 64)
 
 
-def staged_bytes(cfg: WgmmaConfig, out_dtype: str) -> int:
-    """Shared memory a consumer's warps stage an epilogue array in (``_stager``): two slots each
-    of 16 rows x an output box's columns, float32."""
-    return WARPGROUP // 32 * 2 * layout.SOURCE_ROWS * (layout.ROW_BYTES // layout.ITEMSIZE[out_dtype]) * 4
+def _staged_boxes(cfg: WgmmaConfig, out_dtype: str) -> int:
+    """Output boxes of a consumer of ``cfg`` (``_source_geometry``'s NB)."""
+    return _source_geometry(cfg.wg_m // 64, cfg.bn, layout.ITEMSIZE[out_dtype])[2]
+
+
+def staged_bytes(cfg: WgmmaConfig, out_dtype: str, dtype: str = "float32", slots: int = 2) -> int:
+    """Shared memory a consumer's warps stage an epilogue array of ``dtype`` in (``_stager``):
+    ``slots`` slots each of 16 rows x an output box's columns."""
+    return WARPGROUP // 32 * slots * layout.SOURCE_ROWS * (layout.ROW_BYTES // layout.ITEMSIZE[out_dtype]) * \
+        layout.ITEMSIZE[dtype]
 
 
 def held_registers(cfg: WgmmaConfig, out_dtype: str) -> int:
-    """Registers a consumer thread of ``cfg`` needs to hold a staged epilogue array's boxes past
+    """Registers a consumer thread of ``cfg`` needs to hold a staged float32 array's boxes past
     the two its warp's slots take (``_stager``), or 0 where that is more than ``STAGED_HOLD`` or
     the tile is not two consumers' without a cluster (others spilled: a producer's multicast
     needs more registers than it could spare, a lone consumer's written-out tail more)."""
@@ -1501,17 +1532,24 @@ def staged_config(cfg: WgmmaConfig, epi, out_dtype: str) -> WgmmaConfig:
     slots' copies over the tile's last ``HELD_LEAD`` slices."""
     if not STAGED or epi.staged() is None or not (cfg.tma_store and cfg.persistent) or cfg.promote or cfg.pingpong:
         return cfg
-    new = cfg.replace(epi_boxes=1, epi_source=staged_bytes(cfg, out_dtype), epi_lead=STAGED_LEAD)
+    dt, nb = epi.staged_dtype(), _staged_boxes(cfg, out_dtype)
+    if dt != "float32":
+        # a 16-bit array's every box fits where a float32 one's two do (128x256, a 16-bit C)
+        new = cfg.replace(epi_boxes=1, epi_source=staged_bytes(cfg, out_dtype, dt, nb), epi_lead=STAGED_LEAD)
+        if new.stages >= STAGED_MIN:
+            return new.replace(epi_spread=True, epi_lead=HELD_LEAD) if cfg.consumers == 2 and cfg.cluster == 1 \
+                else new
+    new = cfg.replace(epi_boxes=1, epi_source=staged_bytes(cfg, out_dtype, dt), epi_lead=STAGED_LEAD)
     if new.stages < STAGED_MIN:
         return cfg
-    held = held_registers(new, out_dtype)
+    held = held_registers(new, out_dtype) if dt == "float32" else 0
     # the consumers take all the registers the producer can spare (its one thread's TMA loop
     # compiles to HELD_PRODUCER_REGS without a spill): at 232, a 128x256 tile's epilogue with
     # the held registers spilled
     regs = (HELD_PRODUCER_REGS, (new.block_registers // WARPGROUP - HELD_PRODUCER_REGS) // new.consumers // 8 * 8)
     if not held or regs[1] < new.local_regs + held + 24:
         return new
-    return new.replace(epi_held=held, regs=(regs[0], min(256, regs[1])), epi_lead=HELD_LEAD)
+    return new.replace(epi_held=held, regs=(regs[0], min(256, regs[1])), epi_lead=HELD_LEAD, epi_spread=True)
 
 
 def work_plan(cfg: WgmmaConfig, units: int, resident: int) -> int:

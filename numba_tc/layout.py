@@ -160,17 +160,22 @@ OUT_BOX_BYTES = 64 * ROW_BYTES      # an epilogue box: 64 rows of C x 128 bytes,
 
 
 # An epilogue array staged in shared memory (``hopper._stager``): each warp copies its 16 rows of
-# an output box, float32, by 16-byte cp.async into a slot of its own, in the order its lanes read
-# it: 32-byte pieces (an n8 block's row) by n8 block, then row half (rows g, g + 8), then row g.
-# A lane's column pair of each block (``c_fragment``) is then its own base plus a constant (no
-# address per element), and each half-warp's 8-byte reads cover the 32 banks once.
+# an output box, float32 or 16-bit, by 16-byte cp.async into a slot of its own, in the order its
+# lanes read it: an n8 block's row (32 bytes of float32, 16 of 16-bit) by n8 block, then row half
+# (rows g, g + 8), then row g. A lane's column pair of each block (``c_fragment``) is then its own
+# base plus a constant (no address per element), and each read (8 bytes a lane by a half-warp,
+# or 4 by a warp) covers the 32 banks once.
 SOURCE_ROWS = 16
 
 
 @register_jitable
-def source_offset(row, byte):
-    """Byte offset of byte ``byte`` of row ``row`` (0..15) in a warp's staged epilogue slot."""
-    return ((((byte >> 5) * 2 + (row >> 3)) * 8 + (row & 7)) * 2 + ((byte >> 4) & 1)) * 16 + (byte & 15)
+def source_offset(row, byte, item=4):
+    """Byte offset of byte ``byte`` of row ``row`` (0..15) in a warp's staged epilogue slot of
+    ``item``-byte elements (4 or 2): an n8 block's row is two 16-byte chunks of float32, one of
+    16-bit."""
+    if item == 4:
+        return ((((byte >> 5) * 2 + (row >> 3)) * 8 + (row & 7)) * 2 + ((byte >> 4) & 1)) * 16 + (byte & 15)
+    return (((byte >> 4) * 2 + (row >> 3)) * 8 + (row & 7)) * 16 + (byte & 15)
 
 
 @register_jitable

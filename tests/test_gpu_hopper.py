@@ -224,6 +224,32 @@ def test_an_epilogue_array_read_at_its_element_is_staged(layout, out_dtype):
 
 
 @pytest.mark.skipif(not _sm90(), reason="wgmma needs an sm_90 GPU")
+@pytest.mark.parametrize("res_dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float32"])
+def test_a_16bit_epilogue_array_is_staged(res_dtype, out_dtype):
+    # a bf16 or fp16 residual (a bf16 model's own) read only at [row, col]: staged where its rows
+    # are 16-byte multiples (N a multiple of 8), read where it lies otherwise (N = 2052, a view
+    # one element in); ragged M and K, several tiles a block, a bf16 array typed as Numba's
+    # bfloat16 where it is not staged
+    torch = pytest.importorskip("torch")
+    f = _scaled_residual()
+    rdt, odt = getattr(torch, res_dtype), getattr(torch, out_dtype)
+    for m, n, k in ((4096, 4096, 1024), (3001, 2056, 776), (136, 264, 64), (1000, 2052, 520)):
+        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+        wide = torch.randn(m, n + 8, device="cuda", dtype=rdt)
+        for res, staged in ((torch.randn(m, n, device="cuda", dtype=rdt), n % 8 == 0), (wide[:, 1:n + 1], False)):
+            out = torch.full((m, n), float("nan"), device="cuda", dtype=odt)
+            args = dict(epilogue=f, epilogue_args=(res, 0.5))
+            plan = numba_tc.explain(a, b, out=out, **args)
+            assert ("staged" in plan) == (staged and n * out.element_size() % 16 == 0), (m, n, k, plan)
+            numba_tc.gemm(a, b, out=out, **args)
+            want = a.double() @ b.double() + 0.5 * res.double()
+            err = float(torch.linalg.norm(out.double() - want) / torch.linalg.norm(want))
+            assert err < 1e-2, (m, n, k, plan, err)
+
+
+@pytest.mark.skipif(not _sm90(), reason="wgmma needs an sm_90 GPU")
 def test_auto_swaps_decode_products_with_their_epilogue():
     # few rows of a row-major A (more than one: one row with a k-major B is gemv's): `auto` runs
     # C^T = B^T A^T on a narrow tile, a split among them;

@@ -116,18 +116,20 @@ def test_bank_of_an_address():
     assert np.all(np.diff([layout.bank(4 * w) for w in range(32)]) == 1)
 
 
+@pytest.mark.parametrize("item", [4, 2])
 @pytest.mark.parametrize("row_bytes", [128, 256])
-def test_a_staged_epilogue_slot_holds_each_byte_once_and_reads_without_bank_conflicts(row_bytes):
-    # a warp's 16 rows of an output box, float32 (hopper._stager): every 16-byte chunk of the
-    # rows at its own place in the slot, and each half-warp's 8-byte reads of its column pairs
-    # (c_fragment) on 32 distinct banks
-    offs = {layout.source_offset(r, b) for r in range(layout.SOURCE_ROWS) for b in range(0, row_bytes, 4)}
-    assert offs == set(range(0, layout.SOURCE_ROWS * row_bytes, 4))
-    for jj, h, half in itertools.product(range(row_bytes // 32), range(2), range(2)):
+def test_a_staged_epilogue_slot_holds_each_byte_once_and_reads_without_bank_conflicts(row_bytes, item):
+    # a warp's 16 rows of an output box, float32 or 16-bit (hopper._stager): every 16-byte chunk
+    # of the rows at its own place in the slot, and each read of the lanes' column pairs
+    # (c_fragment: 8 bytes by a half-warp, 4 bytes by a warp) on 32 distinct banks
+    offs = {layout.source_offset(r, b, item) for r in range(layout.SOURCE_ROWS) for b in range(0, row_bytes, 2)}
+    assert offs == set(range(0, layout.SOURCE_ROWS * row_bytes, 2))
+    lanes = 16 if item == 4 else 32
+    for jj, h, part in itertools.product(range(row_bytes // (8 * item)), range(2), range(32 // lanes)):
         banks = []
-        for lane in range(16 * half, 16 * half + 16):
+        for lane in range(lanes * part, lanes * part + lanes):
             r, c = layout.c_fragment(lane, 2 * h)
-            off = layout.source_offset(r, 4 * (8 * jj + c))
-            assert off % 8 == 0
-            banks += [layout.bank(off), layout.bank(off + 4)]
-        assert len(set(banks)) == 32, (jj, h, half)
+            off = layout.source_offset(r, item * (8 * jj + c), item)
+            assert off % (2 * item) == 0
+            banks += [layout.bank(off + w) for w in range(0, 2 * item, 4)]
+        assert len(set(banks)) == 32, (jj, h, part)

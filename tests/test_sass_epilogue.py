@@ -76,3 +76,19 @@ def test_a_staged_epilogue_array_is_copied_ahead_and_read_from_shared_memory(hop
     assert c.count("LDGSTS") > 0 and c.count("LDG.E.64") == cfg.epi_held // 2
     assert c.count("LDS.64") + c.count("LDG.E.64") == cfg.acc_regs // 2 == c.count("FFMA") // 2   # a load a pair
     assert c.count("LD.E") == 0 and hopper_cubins["resid"].count("LD.E") == 128
+
+
+@pytest.mark.parametrize("dt", ["bfloat16", "float16"])
+def test_a_16bit_staged_epilogue_array_is_read_from_its_slots(hopper_cubins, dt):
+    # a 16-bit residual: every box copied by cp.async into a slot of its own over the tile's last
+    # HELD_LEAD slices, each element pair read by one 4-byte LDS and widened in registers; no
+    # load in the epilogue, no registers held, no local memory
+    spec = Epilogue(user=UserFunction("resid", code_digest(_resid), (("array", dt, 2, True), ("f32",)), _resid))
+    cfg = hopper.staged_config(hopper.RUNG7, spec, "bfloat16")
+    c = compile_cubin(hopper.wgmma_kernel(cfg, "bfloat16", "bfloat16", False, True, True, True, spec))
+    plain = hopper_cubins["plain"]
+    assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
+    assert cfg.epi_spread and c.count("HGMMA") == plain.count("HGMMA") * (1 + hopper.HELD_LEAD)
+    pairs = [line for line in c.sass.splitlines() if "LDS " in line and "@!PT" not in line]
+    assert c.count("LDGSTS") == 4 * 4 and len(pairs) == cfg.acc_regs // 2 == c.count("FFMA") // 2
+    assert c.count("LD.E") == 0 and c.count("LDG.E.64") == 0

@@ -1,13 +1,13 @@
 """Fused epilogues on the SIMT ladder in Numba's CUDA simulator (a fresh process): alpha, beta *
 c, bias per column and per row, each activation, a user's device function reading an array and
-a scalar, against float64; and the bad-argument errors."""
+a scalar (a bfloat16 array too), against float64; and the bad-argument errors."""
 import pytest
 
 from conftest import EXPECT, run_in_simulator
 pytestmark = pytest.mark.sim
 
 _CODE = """
-import math, numpy as np, numba_tc
+import math, ml_dtypes, numpy as np, numba_tc
 from numba import cuda
 rng = np.random.default_rng(0)
 m, n, k = 21, 38, 19
@@ -35,6 +35,10 @@ for v in VARIANTS:
     out = numba_tc.gemm(a, b, v, epilogue=resid, epilogue_args=(res, 0.25))
     e = err(out, ab + 0.25 * res)
     assert e < 1e-5, (v, "user", e)
+    res16 = res.astype(ml_dtypes.bfloat16)          # (a bf16 model's residual)
+    out = numba_tc.gemm(a, b, v, epilogue=resid, epilogue_args=(res16, 0.25))
+    e = err(out, ab + 0.25 * res16.astype(np.float64))
+    assert e < 1e-5, (v, "user bf16", e)
     print(v, "ok")
 """
 
