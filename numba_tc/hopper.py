@@ -822,6 +822,7 @@ def _stager(MI, BN, OUT_ITEM, EB, EPI_OFF, PER_CONS, WG_M, SLOT_IDX, LEAD, NACC=
     stride in bytes."""
     ITEM, KIND, NSLOT = SOURCE
     COLS, NBOX, NB, SLOT, CH, JJ = _source_geometry(MI, BN, OUT_ITEM, ITEM)
+    NSLOT = min(NSLOT, NB)                          # (a warp's slots: its share of epi_source)
     HOLD = HELD > 0
     ALL = NSLOT >= NB                               # every box in a slot of its own: no refills
     if not (ALL or NSLOT == 2):
@@ -830,7 +831,7 @@ def _stager(MI, BN, OUT_ITEM, EB, EPI_OFF, PER_CONS, WG_M, SLOT_IDX, LEAD, NACC=
 
     @device
     def source(buf0, tw):
-        return buf0 + EB * layout.OUT_BOX_BYTES + (tw >> 5) * 2 * SLOT
+        return buf0 + EB * layout.OUT_BOX_BYTES + (tw >> 5) * NSLOT * SLOT
 
     @device
     def piece(k, pacc, sbase, a_row0, row, bn0, lane, ep):
