@@ -1528,18 +1528,20 @@ def staged_config(cfg: WgmmaConfig, epi, out_dtype: str) -> WgmmaConfig:
     """``cfg`` with shared memory to stage ``epi``'s array in (``Epilogue.staged``, ``_stager``)
     and one output box per consumer, where it has such an array, the kernel stores whole tiles
     by TMA and at least ``STAGED_MIN`` stages are left; else ``cfg`` (so too for ping-pong
-    tiles: staged there, the residual measured slower, benchmarks/NOTES.md, session 30). Where
-    the rest of the array fits registers (``held_registers``), they hold it, loaded with the
-    slots' copies over the tile's last ``HELD_LEAD`` slices."""
+    tiles: staged there, the residual measured slower, benchmarks/NOTES.md, session 30). A 16-bit
+    array takes a slot for every box where that leaves the stages, copied over the tile's last
+    ``HELD_LEAD`` slices. Of a float32 one the slots take two boxes; where the rest fits registers
+    (``held_registers``), they hold it, loaded with the slots' copies over those slices."""
     if not STAGED or epi.staged() is None or not (cfg.tma_store and cfg.persistent) or cfg.promote or cfg.pingpong:
         return cfg
     dt, nb = epi.staged_dtype(), _staged_boxes(cfg, out_dtype)
     if dt != "float32":
-        # a 16-bit array's every box fits where a float32 one's two do (128x256, a 16-bit C)
-        new = cfg.replace(epi_boxes=1, epi_source=staged_bytes(cfg, out_dtype, dt, nb), epi_lead=STAGED_LEAD)
+        # a 16-bit array's every box fits where a float32 one's two do (128x256, a 16-bit C);
+        # with nothing held, every tile's written-out tail compiles without a spill
+        new = cfg.replace(epi_boxes=1, epi_source=staged_bytes(cfg, out_dtype, dt, nb), epi_lead=HELD_LEAD,
+                          epi_spread=True)
         if new.stages >= STAGED_MIN:
-            return new.replace(epi_spread=True, epi_lead=HELD_LEAD) if cfg.consumers == 2 and cfg.cluster == 1 \
-                else new
+            return new
     new = cfg.replace(epi_boxes=1, epi_source=staged_bytes(cfg, out_dtype, dt), epi_lead=STAGED_LEAD)
     if new.stages < STAGED_MIN:
         return cfg
