@@ -4,7 +4,7 @@ several tiles a block; each result checked against float64.
 
     compute-sanitizer --tool racecheck --report-api-errors no python benchmarks/check_staged.py
     python benchmarks/check_staged.py NT TN TT     # the held cases with those operand layouts instead
-    python benchmarks/check_staged.py --res float16 bfloat16   # 16-bit residuals on each kind of tile
+    python benchmarks/check_staged.py --res float16 bfloat16 [--tiles 0 4]   # 16-bit residuals on each kind of tile
 """
 import argparse
 
@@ -18,6 +18,7 @@ from features import _rel, scaled_residual
 p = argparse.ArgumentParser()
 p.add_argument("layouts", nargs="*", default=["NN"], help="T: that operand column-major")
 p.add_argument("--res", nargs="+", default=["float32"], help="the residual's dtypes")
+p.add_argument("--tiles", nargs="+", type=int, help="16-bit residuals: these of hopper.RUNG7_CONFIGS only")
 args = p.parse_args()
 v = numba_tc.variant_from(hopper.RUNG7, "check_staged")        # (never split: staged where it may)
 v192 = numba_tc.variant_from(hopper.RUNG7.replace(bn=192), "check_staged192")
@@ -28,7 +29,8 @@ CASES = ((1000, 1032, 520, torch.bfloat16, v), (777, 520, 136, torch.float32, v)
          (600, 1000, 1040, torch.bfloat16, v192))
 # a 16-bit residual: every box in a slot, spread (two consumers, no cluster) or copied at once
 # (clusters, one consumer), or two slots refilled (three consumers: every box did not fit)
-TILES16 = [numba_tc.variant_from(cfg, f"check_staged16_{i}") for i, cfg in enumerate(hopper.RUNG7_CONFIGS)]
+TILES16 = [numba_tc.variant_from(cfg, f"check_staged16_{i}") for i, cfg in enumerate(hopper.RUNG7_CONFIGS)
+           if args.tiles is None or i in args.tiles]
 CASES16 = tuple((m, n, k, odt, var) for var in TILES16 for m, n, k in ((1000, 1032, 2056), (777, 520, 136))
                 for odt in (torch.bfloat16, torch.float32))
 
