@@ -265,8 +265,8 @@ class WgmmaConfig:
     epi_lead: int = 8               # ... whose reads start this many K slices before a tile's end
     epi_held: int = 0               # ... and registers a consumer thread holds its later boxes in,
                                     # read with the first ones (0: copied into the slots as they free)
-    epi_spread: int = 0             # ... its reads spread over those slices, a piece a slice: 1 the
-                                    # slices written out, 2 in the mainloop's loop (0: issued at once)
+    epi_spread: bool = False        # ... its reads spread over those slices, a piece a slice (else
+                                    # issued at once)
     pingpong: bool = False          # the consumers take alternate tiles, each a whole bm x bn one: one's
                                     # epilogue runs beside the other's mainloop (CUTLASS's ping-pong)
     group_m: int = 8                # tile order: groups of group_m block rows share B tiles in L2
@@ -394,8 +394,7 @@ class WgmmaConfig:
               "(narrower tiles store from registers: tma_store=False)")
         _need(not self.epi_held or (self.epi_source and self.epi_held % 4 == 0),
               f"epi_held={self.epi_held}: registers for a staged epilogue array's boxes (epi_source), whole n8 blocks")
-        _need(not self.epi_held or self.epi_spread == 1,
-              "held boxes (epi_held) are read a piece a slice, the slices written out (epi_spread=1)")
+        _need(not self.epi_held or self.epi_spread, "held boxes (epi_held) are read a piece a slice (epi_spread)")
         _need(not self.epi_spread or self.epi_source, "epi_spread: the reads of a staged epilogue array (epi_source)")
         _need(self.epi_boxes in (1, 2, 4, 8), f"epi_boxes={self.epi_boxes}: 1, 2, 4 or 8 output boxes")
         _need(self.min_blocks >= 1 and self.min_blocks * self.threads <= 2048,

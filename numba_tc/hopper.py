@@ -575,14 +575,11 @@ def make_mainloop(consume, S, STAGE, CL, GROUPS=1, ahead=None, LEAD=0, SPREAD=Fa
     @device
     def slices(pacc, sbase, bars, s, ph, prev, t0, t1, a_row0, lane, when, row, bn0, ep):
         """Slices t0..t1-1 of the tile (``prev``: the stage of the slice before t0); without
-        SPREAD, slice ``when`` issues all the epilogue array's reads (``ahead``'s piece 0); with
-        SPREAD 2, slices ``when``.. each a piece of t1 - when."""
+        SPREAD, slice ``when`` issues all the epilogue array's reads (``ahead``'s piece 0)."""
         for t in range(t0, t1):
             consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0)
             if AHEAD and not SPREAD and t == when:
-                ahead(0, 1, pacc, sbase, a_row0, row, bn0, lane, ep)
-            if AHEAD and SPREAD == 2 and t >= when:
-                ahead(t - when, t1 - when, pacc, sbase, a_row0, row, bn0, lane, ep)
+                ahead(0, pacc, sbase, a_row0, row, bn0, lane, ep)
             s, ph, prev = retire(t, s, ph, prev, bars, lane)
         return s, ph, prev
 
@@ -594,14 +591,14 @@ def make_mainloop(consume, S, STAGE, CL, GROUPS=1, ahead=None, LEAD=0, SPREAD=Fa
         s, ph = st[0], st[1]
         if t >= 0:
             consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0)
-        ahead(k, LEAD, pacc, sbase, a_row0, row, bn0, lane, ep)
+        ahead(k, pacc, sbase, a_row0, row, bn0, lane, ep)
         if t >= 0:
             st[0], st[1], st[2] = retire(t, s, ph, st[2], bars, lane)
     tail = unrolled(tail_step, max(LEAD, 1))
 
     @device
     def mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0, lane, k0, row, bn0, ep):
-        if SPREAD == 1:
+        if SPREAD:
             # the last LEAD slices written out, each with a piece of the epilogue array's reads,
             # so that they reach HBM spread over the slices rather than all SMs' at once; outside
             # a loop, so that the compiler does not hoist their addresses out of it (they spill)
@@ -837,13 +834,13 @@ def _stager(MI, BN, OUT_ITEM, EB, EPI_OFF, PER_CONS, WG_M, SLOT_IDX, LEAD, NACC=
         return buf0 + EB * layout.OUT_BOX_BYTES + (tw >> 5) * NSLOT * SLOT
 
     @device
-    def piece(k, n, pacc, sbase, a_row0, row, bn0, lane, ep):
+    def piece(k, pacc, sbase, a_row0, row, bn0, lane, ep):
         # (row & 63) >> 4: the warp in its consumer (tiles and consumers start on 64-row bounds)
         src = source(sbase + EPI_OFF + (a_row0 // WG_M) * PER_CONS, (row & 63) << 1)
         if SPREAD:
-            copies_in(CU, k * CU // n, (k + 1) * CU // n, src, row, bn0, lane, ep)
+            copies_in(CU, k * CU // LEAD, (k + 1) * CU // LEAD, src, row, bn0, lane, ep)
             if HOLD:
-                holds_in(HU, k * HU // n, (k + 1) * HU // n, pacc, row, bn0, lane, ep)
+                holds_in(HU, k * HU // LEAD, (k + 1) * HU // LEAD, pacc, row, bn0, lane, ep)
         elif k == 0:
             for t in range(min(NSLOT, NB)):
                 copy(t, src, row, bn0, lane, ep)
@@ -1355,8 +1352,6 @@ STAGED_LEAD = WgmmaConfig.epi_lead
 STAGED_HOLD = 64
 HELD_LEAD = 16
 HELD_PRODUCER_REGS = 24
-STAGED16_SPREAD = 1
-STAGED16_LEAD = HELD_LEAD
 HALVES = 0.925                      # a promoted tile added in halves waits twice a slice (fp8 128x256:
                                     # benchmarks/results/ab_fp8_halves_h100.log)
 
@@ -1543,8 +1538,8 @@ def staged_config(cfg: WgmmaConfig, epi, out_dtype: str) -> WgmmaConfig:
     if dt != "float32":
         # a 16-bit array's every box fits where a float32 one's two do (128x256, a 16-bit C);
         # with nothing held, every tile's written-out tail compiles without a spill
-        new = cfg.replace(epi_boxes=1, epi_source=staged_bytes(cfg, out_dtype, dt, nb), epi_lead=STAGED16_LEAD,
-                          epi_spread=STAGED16_SPREAD)
+        new = cfg.replace(epi_boxes=1, epi_source=staged_bytes(cfg, out_dtype, dt, nb), epi_lead=HELD_LEAD,
+                          epi_spread=True)
         if new.stages >= STAGED_MIN:
             return new
     new = cfg.replace(epi_boxes=1, epi_source=staged_bytes(cfg, out_dtype, dt), epi_lead=STAGED_LEAD)
@@ -1557,7 +1552,7 @@ def staged_config(cfg: WgmmaConfig, epi, out_dtype: str) -> WgmmaConfig:
     regs = (HELD_PRODUCER_REGS, (new.block_registers // WARPGROUP - HELD_PRODUCER_REGS) // new.consumers // 8 * 8)
     if not held or regs[1] < new.local_regs + held + 24:
         return new
-    return new.replace(epi_held=held, regs=(regs[0], min(256, regs[1])), epi_lead=HELD_LEAD, epi_spread=1)
+    return new.replace(epi_held=held, regs=(regs[0], min(256, regs[1])), epi_lead=HELD_LEAD, epi_spread=True)
 
 
 def work_plan(cfg: WgmmaConfig, units: int, resident: int) -> int:
