@@ -736,6 +736,14 @@ def _source_geometry(MI, BN, OUT_ITEM, ITEM=4):
     return COLS, BN // COLS, MI * (BN // COLS), layout.SOURCE_ROWS * COLS * ITEM, COLS * ITEM // 16, COLS // 8
 
 
+def _slot_stride(SLOT, ALL):
+    """Bytes from a warp's slot of one box to its slot of the next: with a slot for every box,
+    box-major (box t's four warps' slots together, in the order of an output box's rows: a 16-bit
+    C's box t can be staged where the array's box t was read, ``_stager``); else a warp's two slots
+    side by side."""
+    return WARPGROUP // 32 * SLOT if ALL else SLOT
+
+
 @lru_cache(maxsize=None)
 def _source_reads(MI, BN, OUT_ITEM, SLOT_IDX, NACC, HELD, ITEM=4, NSLOT=2):
     """The reads of a staged epilogue array of ITEM-byte elements (``_stager``): ``copy(t, src,
@@ -754,6 +762,7 @@ def _source_reads(MI, BN, OUT_ITEM, SLOT_IDX, NACC, HELD, ITEM=4, NSLOT=2):
     HU = HELD // 4
     EL = 16 // ITEM                                 # elements a copy
     ALL = NSLOT >= NB                               # box t in slot t (else t % 2)
+    STRIDE = _slot_stride(SLOT, ALL)
 
     @device
     def copy_one(t, i, src, row, bn0, lane, ep):
@@ -766,7 +775,7 @@ def _source_reads(MI, BN, OUT_ITEM, SLOT_IDX, NACC, HELD, ITEM=4, NSLOT=2):
         gr = row + 64 * mi + r
         gc = col0 + EL * c
         ok = gr < ep[M_] and gc < ep[N_]
-        cp_async16(src + (t if ALL else t & 1) * SLOT + layout.source_offset(r, 16 * c, ITEM),
+        cp_async16(src + (t if ALL else t & 1) * STRIDE + layout.source_offset(r, 16 * c, ITEM),
                    ep[U] + (gr * ep[P] + ITEM * gc if ok else 0), 16 if ok else 0)
 
     @device
@@ -829,14 +838,28 @@ def _stager(MI, BN, OUT_ITEM, EB, EPI_OFF, PER_CONS, WG_M, SLOT_IDX, LEAD, NACC=
         raise ValueError(f"{NSLOT} slots: 2, or one for each of the {NB} boxes")
     copy, copies_in, holds_in, CU, HU = _source_reads(MI, BN, OUT_ITEM, SLOT_IDX, NACC, HELD, ITEM, NSLOT)
 
+    STRIDE = _slot_stride(SLOT, ALL)
+    OUT_SLOTS = ALL and ITEM == OUT_ITEM            # C's boxes staged in the array's slots
+
     @device
     def source(buf0, tw):
-        return buf0 + EB * layout.OUT_BOX_BYTES + (tw >> 5) * NSLOT * SLOT
+        return buf0 + EB * layout.OUT_BOX_BYTES + (tw >> 5) * (SLOT if ALL else NSLOT * SLOT)
+
+    @device
+    def out_box(buf0, t):
+        # box t of C where the array's box t was read (every lane of the consumer has: the named
+        # barrier after ``apply_box(t)``)
+        return buf0 + EB * layout.OUT_BOX_BYTES + t * STRIDE
 
     @device
     def piece(k, pacc, sbase, a_row0, row, bn0, lane, ep):
         # (row & 63) >> 4: the warp in its consumer (tiles and consumers start on 64-row bounds)
         src = source(sbase + EPI_OFF + (a_row0 // WG_M) * PER_CONS, (row & 63) << 1)
+        if OUT_SLOTS and k == 0:
+            # the last tile's stores of C from the slots have read them
+            if (row & 63) == 0 and lane == 0:
+                tma_store_wait_read(0)
+            named_barrier(1 + a_row0 // WG_M, 128)
         if SPREAD:
             copies_in(CU, k * CU // LEAD, (k + 1) * CU // LEAD, src, row, bn0, lane, ep)
             if HOLD:
@@ -871,14 +894,14 @@ def _stager(MI, BN, OUT_ITEM, EB, EPI_OFF, PER_CONS, WG_M, SLOT_IDX, LEAD, NACC=
             x[1] = acc[NACC + 4 * ((t - 2) * JJ + jj) + 2 * h + 1]
         else:
             r, c = c_fragment(lane, 2 * h)
-            at = src + (t if ALL else t & 1) * SLOT + layout.source_offset(r, ITEM * (8 * jj + c), ITEM)
+            at = src + (t if ALL else t & 1) * STRIDE + layout.source_offset(r, ITEM * (8 * jj + c), ITEM)
             if ITEM == 4:
                 lds_v2f32(x, 0, at)
             else:
                 w = lds_u32(at)
                 x[0] = in16_f32(w, 0, KIND)
                 x[1] = in16_f32(w, 1, KIND)
-    return piece, ready, refill, read, source
+    return piece, ready, refill, read, source, out_box if OUT_SLOTS else None
 
 
 def _kernel_stager(cfg: WgmmaConfig, epi, out_dtype: str, whole: bool):
@@ -918,8 +941,9 @@ def _box_store(MI, BN, OUT_ITEM, OUT_K, EB, EPI, BATCH=False, STAGER=None):
     NBOX = BN // COLS
     NB = MI * NBOX
     HAS_STAGE = STAGER is not None                 # (device code reads a bool, not the tuple)
+    OUT_SLOTS = HAS_STAGE and STAGER[5] is not None
     if HAS_STAGE:
-        ready, refill, read, source = STAGER[1:]
+        ready, refill, read, source, out_box = STAGER[1:]
 
     @device
     def staged_one(jj, acc, f0, row0, col0, lane, ep, src, t, x):
@@ -964,9 +988,12 @@ def _box_store(MI, BN, OUT_ITEM, OUT_K, EB, EPI, BATCH=False, STAGER=None):
         src = source(buf0, tw) if HAS_STAGE else 0
         if t == 0:
             apply_box(0, acc, erow0, col0, lane, ep, src)
-        buf = buf0 + ((nbox + t) & (EB - 1)) * layout.OUT_BOX_BYTES
-        if tw == 0:
-            tma_store_wait_read(EB - 1)            # the store that used this buffer has read it
+        if OUT_SLOTS:
+            buf = out_box(buf0, t)
+        else:
+            buf = buf0 + ((nbox + t) & (EB - 1)) * layout.OUT_BOX_BYTES
+            if tw == 0:
+                tma_store_wait_read(EB - 1)        # the store that used this buffer has read it
         named_barrier(bar, 128)
         if t + 1 < NB:
             apply_box(t + 1, acc, erow0, col0, lane, ep, src)
