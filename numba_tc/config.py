@@ -259,7 +259,8 @@ class WgmmaConfig:
     staged: bool = False            # each stage also holds B's slice as it lies (the producer transposes it)
     scale_lead: int = 1             # fp8 block-wise scales: loaded this many K slices before their add
                                     # (split-K kernels: one)
-    epi_boxes: int = 2              # 8 KiB output boxes per consumer in that ring (2: double buffer)
+    epi_boxes: int = 2              # 8 KiB output boxes per consumer in that ring (2: double buffer;
+                                    # 0: in a staged 16-bit epilogue array's slots, ``hopper._stager``)
     epi_source: int = 0             # bytes per consumer for an epilogue array staged in shared memory
                                     # (``hopper._stager``; 0: none)
     epi_lead: int = 8               # ... whose reads start this many K slices before a tile's end
@@ -396,7 +397,9 @@ class WgmmaConfig:
               f"epi_held={self.epi_held}: registers for a staged epilogue array's boxes (epi_source), whole n8 blocks")
         _need(not self.epi_held or self.epi_spread, "held boxes (epi_held) are read a piece a slice (epi_spread)")
         _need(not self.epi_spread or self.epi_source, "epi_spread: the reads of a staged epilogue array (epi_source)")
-        _need(self.epi_boxes in (1, 2, 4, 8), f"epi_boxes={self.epi_boxes}: 1, 2, 4 or 8 output boxes")
+        _need(self.epi_boxes in (0, 1, 2, 4, 8), f"epi_boxes={self.epi_boxes}: 1, 2, 4 or 8 output boxes")
+        _need(self.epi_boxes or self.epi_source,
+              "epi_boxes=0: the output boxes are staged in a staged epilogue array's slots (epi_source)")
         _need(self.min_blocks >= 1 and self.min_blocks * self.threads <= 2048,
               f"min_blocks={self.min_blocks} x {self.threads} threads exceeds 2048 threads per SM")
         _need(self.group_m >= 1, "group_m must be >= 1")

@@ -839,7 +839,9 @@ def _stager(MI, BN, OUT_ITEM, EB, EPI_OFF, PER_CONS, WG_M, SLOT_IDX, LEAD, NACC=
     copy, copies_in, holds_in, CU, HU = _source_reads(MI, BN, OUT_ITEM, SLOT_IDX, NACC, HELD, ITEM, NSLOT)
 
     STRIDE = _slot_stride(SLOT, ALL)
-    OUT_SLOTS = ALL and ITEM == OUT_ITEM            # C's boxes staged in the array's slots
+    OUT_SLOTS = EB == 0                             # C's boxes staged in the array's slots
+    if OUT_SLOTS and not (ALL and ITEM == OUT_ITEM):
+        raise ValueError("C's boxes are staged in the slots of an array of C's element size with a slot a box")
 
     @device
     def source(buf0, tw):
@@ -1565,8 +1567,9 @@ def staged_config(cfg: WgmmaConfig, epi, out_dtype: str) -> WgmmaConfig:
     if dt != "float32":
         # a 16-bit array's every box fits where a float32 one's two do (128x256, a 16-bit C);
         # with nothing held, every tile's written-out tail compiles without a spill
-        new = cfg.replace(epi_boxes=1, epi_source=staged_bytes(cfg, out_dtype, dt, nb), epi_lead=HELD_LEAD,
-                          epi_spread=True)
+        # C's boxes staged where the array's were read, where they are of one size
+        new = cfg.replace(epi_boxes=0 if layout.ITEMSIZE[dt] == layout.ITEMSIZE[out_dtype] else 1,
+                          epi_source=staged_bytes(cfg, out_dtype, dt, nb), epi_lead=HELD_LEAD, epi_spread=True)
         if new.stages >= STAGED_MIN:
             return new
     new = cfg.replace(epi_boxes=1, epi_source=staged_bytes(cfg, out_dtype, dt), epi_lead=STAGED_LEAD)

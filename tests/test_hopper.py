@@ -281,8 +281,9 @@ def test_a_staged_epilogue_array_costs_a_stage_and_an_output_box():
     assert hopper.staged_config(hopper.NARROW_N, spec, "bfloat16") is hopper.NARROW_N     # (its epilogue hides)
     # a 16-bit array: every box in a slot of its own (128x256: the bytes of a float32 array's
     # two), nothing held, the copies spread over HELD_LEAD slices (clusters and lone consumers
-    # too: without held registers their tails do not spill); where every box leaves too few
-    # stages (192x192 on three consumers), two slots refilled, copied at once
+    # too: without held registers their tails do not spill); a 16-bit C's boxes staged in those
+    # slots (no output boxes of their own: 192x192 on three consumers keeps 3 stages); where
+    # every box leaves too few stages (192x192, an fp32 C), two slots refilled, copied at once
     for dt in ("bfloat16", "float16"):
         spec16 = Epilogue(user=UserFunction("resid", "d", (("array", dt, 2, True),), resid))
         for out in ("bfloat16", "float32"):
@@ -291,12 +292,16 @@ def test_a_staged_epilogue_array_costs_a_stage_and_an_output_box():
             assert cfg16.epi_source == hopper.staged_bytes(cfg16, out, dt, boxes) == 4 * 8 * 1024 == cfg.epi_source
             assert (cfg16.epi_held, cfg16.regs, cfg16.epi_spread, cfg16.epi_lead, cfg16.stages) == \
                 (0, hopper.RUNG7.regs, True, hopper.HELD_LEAD, 3), (dt, out)
-        for tile in (hopper.RUNG7.replace(cluster=2), hopper.RUNG7.replace(bm=64, consumers=1)):
+            assert cfg16.epi_boxes == (0 if out == "bfloat16" else 1)
+        for tile in (hopper.RUNG7.replace(cluster=2), hopper.RUNG7.replace(bm=64, consumers=1), wide):
             spread = hopper.staged_config(tile, spec16, "bfloat16")
-            assert spread.epi_source == hopper.staged_bytes(tile, "bfloat16", dt, 4) and spread.epi_spread, tile
-        three = hopper.staged_config(wide, spec16, "bfloat16")
-        assert three.epi_source == hopper.staged_bytes(wide, "bfloat16", dt) and three.stages == hopper.STAGED_MIN
-        assert not three.epi_spread and three.epi_lead == hopper.STAGED_LEAD
+            assert spread.epi_source == hopper.staged_bytes(tile, "bfloat16", dt, tile.bn // 64) and spread.epi_spread
+            assert spread.epi_boxes == 0 and spread.stages >= hopper.STAGED_MIN, tile
+        three = hopper.staged_config(wide, spec16, "float32")
+        assert three.epi_source == hopper.staged_bytes(wide, "float32", dt) and three.stages == hopper.STAGED_MIN
+        assert not three.epi_spread and three.epi_lead == hopper.STAGED_LEAD and three.epi_boxes == 1
+    with pytest.raises(ValueError, match="epi_boxes=0"):
+        hopper.RUNG7.replace(epi_boxes=0)                                    # (no staged array)
     with pytest.raises(ValueError, match="epi_spread"):
         hopper.RUNG7.replace(epi_spread=True)                                # (no staged array)
 
