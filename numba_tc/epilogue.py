@@ -185,15 +185,15 @@ class Epilogue:
     two fp32 device scalars (read in the kernel, so a CUDA graph replays with new values);
     "block": block-wise scales (scale_a[row, k // 128], scale_b[k // 128, col // 128], with their
     strides), applied by the mainloop to each K slice's sum, not here; or None;
-    alpha: multiply by a run-time alpha; c: (dtype, column-major) of the C input added with a
-    run-time beta, or None; bias: (dtype, "row" | "col") in the kernel's coordinates (a "col"
+    alpha: multiply by a run-time alpha; c: (dtype, column-major[, stageable]) of the C input
+    added with a run-time beta (stageable: the kernel may stage it, ``staged``), or None; bias: (dtype, "row" | "col") in the kernel's coordinates (a "col"
     bias has one value per column), or None; activation: a key of ``ACTIVATIONS`` or None;
     user: the user's function; swap: the kernel computes C^T and the user's function gets (col,
     row) swapped back (set only with a function: otherwise the kernel is the same); fast: the
     inputs are 16-bit or fp8, so the tanh-form activations may use
     ``tanh.approx`` (one instruction, error about 2^-11 relative: below the product's own)."""
     alpha: bool = False
-    c: Optional[Tuple[str, bool]] = None
+    c: Optional[tuple] = None
     bias: Optional[Tuple[str, str]] = None
     activation: Optional[str] = None
     user: Optional[UserFunction] = None
@@ -233,24 +233,26 @@ class Epilogue:
         user = sum(k[0] == "array" for k in self.user.args) if self.user else 0
         return (self.c is not None) + (self.bias is not None) + user
 
-    def staged(self) -> Optional[int]:
-        """The user argument a kernel may stage in shared memory and hand the function element by
-        element (``make(spec, staged=True)``): a float32, float16 or bfloat16 array of C's shape
-        that the function reads only at [row, col], aligned for 16-byte copies (``epilogue_args``),
-        or None. None under ``swap``: the kernel's rows are then the array's columns."""
+    def staged(self) -> Optional[str]:
+        """The slot (``slots``) of the array a kernel may stage in shared memory and hand the
+        epilogue element by element (``make(spec, staged=True)``), or None: a user argument, a
+        float32, float16 or bfloat16 array of C's shape that the function reads only at [row,
+        col], else ``c``, row-major; aligned for 16-byte copies (``epilogue_args``). A user
+        argument none under ``swap``: the kernel's rows are then the array's columns (``flipped``
+        marks c so)."""
         for i, kind in enumerate(self.user.args if self.user and not self.swap else ()):
             if kind[0] == "array" and len(kind) > 3 and kind[3]:
-                return i
-        return None
+                return f"u{i}"
+        return "c" if self.c is not None and len(self.c) > 2 and self.c[2] else None
 
     def staged_dtype(self) -> Optional[str]:
-        """The dtype of the argument ``staged`` names, or None."""
+        """The dtype of the array ``staged`` names, or None."""
         u = self.staged()
-        return None if u is None else self.user.args[u][1]
+        return None if u is None else self.c[0] if u == "c" else self.user.args[int(u[1:])][1]
 
     def flipped(self) -> "Epilogue":
         """The same epilogue for the kernel that computes C^T."""
-        c = None if self.c is None else (self.c[0], not self.c[1])
+        c = None if self.c is None else (self.c[0], not self.c[1])          # (not staged: read across)
         bias = None if self.bias is None else (self.bias[0], "row" if self.bias[1] == "col" else "col")
         return replace(self, c=c, bias=bias, swap=not self.swap if self.user else False)
 
@@ -356,7 +358,7 @@ def make(spec: Epilogue, staged: bool = False):
     exactly: the function's arithmetic on it is float32's, as it is where it mixes with the
     accumulator)."""
     at = {name: f"ep[{i}]" for i, name in enumerate(spec.slots())}
-    stage = spec.staged() if staged else None
+    stage = spec.staged() if staged else None       # (the slot's name: "c" or "u<i>")
     if staged and stage is None:
         raise ValueError(f"{spec!r} has no argument to stage")
     lines = [f"def apply(v, row, col, ep{', sx' if staged else ''}):"]
@@ -382,8 +384,8 @@ def make(spec: Epilogue, staged: bool = False):
             lines.append(f"    x = x * f32_bits({at['alpha']})")
         if spec.c is not None:
             idx = "col * {0} + row" if spec.c[1] else "row * {0} + col"
-            lines.append(f"    x = x + f32_bits({at['beta']}) * "
-                         f"{_load_expr(at['c'], idx.format(at['ldc']), spec.c[0])}")
+            lines.append(f"    x = x + f32_bits({at['beta']}) * " +
+                         ("sx" if stage == "c" else f"{_load_expr(at['c'], idx.format(at['ldc']), spec.c[0])}"))
         if spec.bias is not None:
             lines.append(f"    x = x + {_load_expr(at['bias'], spec.bias[1], spec.bias[0])}")
         if spec.activation is not None:
@@ -391,7 +393,7 @@ def make(spec: Epilogue, staged: bool = False):
         if spec.user is not None:
             args = []
             for i, kind in enumerate(spec.user.args):
-                if i == stage:
+                if f"u{i}" == stage:
                     args.append(f"element_view(sx, ({at[f'u{i}_shape0']}, {at[f'u{i}_shape1']}))")
                 elif kind[0] == "array":
                     nd = kind[2]

@@ -107,8 +107,8 @@ def bind(kind: str, m: int, n: int, dtype: str, out_dtype: str, device, c, alpha
         cm = _matrix(c, "c", kind, device, allowed, stream)
         if (cm.rows, cm.cols) != (m, n):
             raise ValueError(f"c has shape {(cm.rows, cm.cols)}, expected {(m, n)} (the shape of a @ b)")
-        c_spec = (cm.dtype, cm.trans)
-        key.append(("c", cm.dtype, cm.trans, cm.ld))
+        c_spec = (cm.dtype, cm.trans) + ((True,) if _c_stageable(cm, m, n) else ())
+        key.append(("c",) + c_spec + (cm.ld,))
     elif c is None and beta != 0.0:
         raise ValueError(f"beta={beta} scales c, but no c was given")
     if bias is not None:
@@ -247,6 +247,14 @@ def _stageable(d, m: int, n: int) -> bool:
         return False
     item = arrays.np_dtype(d[3]).itemsize
     return n * item % 16 == 0 and d[2][1] == 1 and d[4] % 16 == 0 and (m == 1 or d[2][0] * item % 16 == 0)
+
+
+def _c_stageable(cm, m: int, n: int) -> bool:
+    """Whether a kernel may stage ``c`` (a ``Matrix``) as it may a user's array (``_stageable``):
+    row-major, float32 or 16-bit, its address, row pitch and rows 16-byte multiples."""
+    if SIMULATOR or cm.trans or cm.dtype not in ("float32", "float16", "bfloat16"):
+        return False
+    return n * cm.itemsize % 16 == 0 and cm.ptr % 16 == 0 and (m == 1 or cm.ld * cm.itemsize % 16 == 0)
 
 
 def _user(fn, args, kind, device, stream, m: int, n: int) -> Tuple[UserFunction, tuple]:

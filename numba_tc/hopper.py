@@ -756,7 +756,7 @@ def _source_reads(MI, BN, OUT_ITEM, SLOT_IDX, NACC, HELD, ITEM=4, NSLOT=2):
     COLS, NBOX, NB, SLOT, CH, JJ = _source_geometry(MI, BN, OUT_ITEM, ITEM)
     if HELD and (HELD != (NB - 2) * 4 * JJ or ITEM != 4 or NSLOT != 2):
         raise ValueError(f"{HELD} registers do not hold boxes 2..{NB - 1} ({(NB - 2) * 4 * JJ}) of a float32 array")
-    M_, N_, U, P = SLOT_IDX
+    M_, N_, U, P, PB = SLOT_IDX                     # (PB: the bytes of a unit of the row stride ep[P])
     PER_BOX = CH // 2                               # 16-byte copies a lane makes of a box
     CU = min(NSLOT, NB) * PER_BOX                   # ... of the boxes in the slots
     HU = HELD // 4
@@ -776,7 +776,7 @@ def _source_reads(MI, BN, OUT_ITEM, SLOT_IDX, NACC, HELD, ITEM=4, NSLOT=2):
         gc = col0 + EL * c
         ok = gr < ep[M_] and gc < ep[N_]
         cp_async16(src + (t if ALL else t & 1) * STRIDE + layout.source_offset(r, 16 * c, ITEM),
-                   ep[U] + (gr * ep[P] + ITEM * gc if ok else 0), 16 if ok else 0)
+                   ep[U] + (gr * ep[P] * PB + ITEM * gc if ok else 0), 16 if ok else 0)
 
     @device
     def copy(t, src, row, bn0, lane, ep):
@@ -802,7 +802,7 @@ def _source_reads(MI, BN, OUT_ITEM, SLOT_IDX, NACC, HELD, ITEM=4, NSLOT=2):
                 r, c = c_fragment(lane, 2 * h)
                 gr = min(row + 64 * mi + r, ep[M_] - 1)
                 gc = min(col + c, ep[N_] - 2)       # (N is a multiple of 4, c even: pairs never straddle it)
-                ldg_v2f32(pacc, NACC + 4 * k + 2 * h, ep[U] + gr * ep[P] + 4 * gc)
+                ldg_v2f32(pacc, NACC + 4 * k + 2 * h, ep[U] + gr * ep[P] * PB + 4 * gc)
     return copy, unrolled(copy_in, CU), unrolled(hold_in, max(HU, 1)), CU, HU
 
 
@@ -828,7 +828,8 @@ def _stager(MI, BN, OUT_ITEM, EB, EPI_OFF, PER_CONS, WG_M, SLOT_IDX, LEAD, NACC=
     box t into x[0..1]; ``source(buf0, tw)``: the warp's slots (``buf0``: its consumer's output
     boxes). ``EPI_OFF``: the output boxes' offset from the ring's base, PER_CONS bytes per
     consumer; ``SLOT_IDX``: the indices in ``ep`` of M, N, the array's address and its row
-    stride in bytes."""
+    stride, and the bytes of that stride's unit (a user array's is in bytes, c's ldc in
+    elements)."""
     ITEM, KIND, NSLOT = SOURCE
     COLS, NBOX, NB, SLOT, CH, JJ = _source_geometry(MI, BN, OUT_ITEM, ITEM)
     NSLOT = min(NSLOT, NB)                          # (a warp's slots: its share of epi_source)
@@ -918,12 +919,13 @@ def _kernel_stager(cfg: WgmmaConfig, epi, out_dtype: str, whole: bool):
     if cfg.epi_source < staged_bytes(cfg, out_dtype, dt):
         raise ValueError(f"epi_source={cfg.epi_source}: the staged epilogue array needs "
                          f"{staged_bytes(cfg, out_dtype, dt)} bytes per consumer")
-    slots, u = epi.slots(), epi.staged()
+    slots, u = epi.slots(), epi.staged()            # (c's row stride is in elements, a user array's in bytes)
     nb = _staged_boxes(cfg, out_dtype)
     nslot = nb if cfg.epi_source >= staged_bytes(cfg, out_dtype, dt, nb) else 2     # (every box, or refills)
     return _stager(cfg.wg_m // 64, cfg.bn, layout.ITEMSIZE[out_dtype], cfg.epi_boxes, cfg.stages * cfg.stage_bytes,
                    cfg.epi_boxes * layout.OUT_BOX_BYTES + cfg.epi_source, cfg.wg_m,
-                   (slots.index("M"), slots.index("N"), slots.index(f"u{u}"), slots.index(f"u{u}_stride0")),
+                   (slots.index("M"), slots.index("N"), slots.index(u),
+                    slots.index("ldc" if u == "c" else f"{u}_stride0"), layout.ITEMSIZE[dt] if u == "c" else 1),
                    cfg.epi_lead, cfg.local_regs - cfg.epi_held, cfg.epi_held,
                    (layout.ITEMSIZE[dt], LOAD_KIND[dt], min(nslot, nb)), cfg.epi_spread)
 

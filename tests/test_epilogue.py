@@ -132,8 +132,13 @@ def test_a_staged_epilogue_hands_the_function_an_element():
         return acc + scale * res[row, col]
     kinds = (("array", "float32", 2, True), ("f32",))
     spec = Epilogue(user=UserFunction("resid", code_digest(resid), kinds, resid))
-    assert spec.staged() == 0 and Epilogue(user=UserFunction("r", "d", (kinds[0][:3], kinds[1]), resid)).staged() is None
+    assert spec.staged() == "u0" and Epilogue(user=UserFunction("r", "d", (kinds[0][:3], kinds[1]), resid)).staged() is None
     assert replace(spec, swap=True).staged() is None                  # (the kernel's rows: C's columns)
+    # c, row-major and aligned (a third field): staged where no user array is, never across
+    # (the kernel of C^T reads it transposed)
+    with_c = Epilogue(c=("bfloat16", False, True))
+    assert with_c.staged() == "c" and with_c.staged_dtype() == "bfloat16" and with_c.flipped().staged() is None
+    assert replace(spec, c=("float32", False, True)).staged() == "u0" and Epilogue(c=("float32", False)).staged() is None
     with pytest.raises(ValueError, match="no argument to stage"):
         make(PLAIN, True)
     assert make(spec, True) is not make(spec)

@@ -250,6 +250,36 @@ def test_a_16bit_epilogue_array_is_staged(res_dtype, out_dtype):
 
 
 @pytest.mark.skipif(not _sm90(), reason="wgmma needs an sm_90 GPU")
+@pytest.mark.parametrize("c_dtype", ["bfloat16", "float32"])
+def test_c_is_staged_as_an_epilogue_array_is(c_dtype):
+    # beta * c with a row-major c of 16-byte rows: staged (explain says so), also where c is out
+    # (accumulating in place); a view one element in, a column-major c: read where they lie;
+    # ragged M and K, several tiles a block
+    torch = pytest.importorskip("torch")
+    cdt = getattr(torch, c_dtype)
+    for m, n, k in ((4096, 4096, 1024), (3001, 2056, 776), (136, 264, 64)):
+        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+        ref = a.double() @ b.double()
+        wide = torch.randn(m, n + 8, device="cuda", dtype=cdt)
+        for c, staged in ((torch.randn(m, n, device="cuda", dtype=cdt), True), (wide[:, 1:n + 1], False),
+                          (torch.randn(n, m, device="cuda", dtype=cdt).T, False)):
+            out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+            plan = numba_tc.explain(a, b, out=out, c=c, beta=0.5)
+            assert ("staged" in plan) == staged, (m, n, k, plan)
+            numba_tc.gemm(a, b, out=out, c=c, beta=0.5)
+            want = ref + 0.5 * c.double()
+            err = float(torch.linalg.norm(out.double() - want) / torch.linalg.norm(want))
+            assert err < 1e-2, (m, n, k, plan, err)
+        acc = torch.randn(m, n, device="cuda", dtype=cdt)                      # c is out: in place
+        want = ref + 0.5 * acc.double()
+        assert "staged" in numba_tc.explain(a, b, out=acc, c=acc, beta=0.5)
+        numba_tc.gemm(a, b, out=acc, c=acc, beta=0.5)
+        err = float(torch.linalg.norm(acc.double() - want) / torch.linalg.norm(want))
+        assert err < 1e-2, (m, n, k, "in place", err)
+
+
+@pytest.mark.skipif(not _sm90(), reason="wgmma needs an sm_90 GPU")
 def test_auto_swaps_decode_products_with_their_epilogue():
     # few rows of a row-major A (more than one: one row with a k-major B is gemv's): `auto` runs
     # C^T = B^T A^T on a narrow tile, a split among them;
