@@ -92,3 +92,15 @@ def test_a_16bit_staged_epilogue_array_is_read_from_its_slots(hopper_cubins, dt)
     pairs = [line for line in c.sass.splitlines() if "LDS " in line and "@!PT" not in line]
     assert c.count("LDGSTS") == 4 * 4 and len(pairs) == cfg.acc_regs // 2 == c.count("FFMA") // 2
     assert c.count("LD.E") == 0 and c.count("LDG.E.64") == 0
+
+
+def test_a_row_major_c_is_staged_like_an_array(hopper_cubins):
+    # beta * c with a stageable c (Epilogue.c's third field): copied into the slots, no load in
+    # the epilogue, no local memory, the plain kernel's wgmma (and the tail's)
+    spec = Epilogue(c=("bfloat16", False, True))
+    cfg = hopper.staged_config(hopper.RUNG7, spec, "bfloat16")
+    c = compile_cubin(hopper.wgmma_kernel(cfg, "bfloat16", "bfloat16", False, True, True, True, spec))
+    assert cfg.epi_source and cfg.epi_boxes == 0
+    assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
+    assert c.count("LDGSTS") > 0 and c.count("LD.E") == 0
+    assert c.count("HGMMA") == hopper_cubins["plain"].count("HGMMA") * (1 + hopper.HELD_LEAD)
