@@ -186,8 +186,9 @@ class Epilogue:
     "block": block-wise scales (scale_a[row, k // 128], scale_b[k // 128, col // 128], with their
     strides), applied by the mainloop to each K slice's sum, not here; or None;
     alpha: multiply by a run-time alpha; c: (dtype, column-major[, stageable]) of the C input
-    added with a run-time beta (stageable: the kernel may stage it, ``staged``), or None; bias: (dtype, "row" | "col") in the kernel's coordinates (a "col"
-    bias has one value per column), or None; activation: a key of ``ACTIVATIONS`` or None;
+    added with a run-time beta (stageable: the kernel may stage it, ``staged``), or None; bias:
+    (dtype, "row" | "col") in the kernel's coordinates (a "col" bias has one value per column),
+    or None; activation: a key of ``ACTIVATIONS`` or None;
     user: the user's function; swap: the kernel computes C^T and the user's function gets (col,
     row) swapped back (set only with a function: otherwise the kernel is the same); fast: the
     inputs are 16-bit or fp8, so the tanh-form activations may use

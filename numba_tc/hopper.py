@@ -84,8 +84,8 @@ from .layout import (a_fragment, c_fragment, chunk_offset, compute_dtype, mn_maj
 from .plan import Step
 from . import primitives
 from .primitives import (cluster_ctarank, cluster_sync, cp_async16, cp_async_commit, cp_async_wait,
-                         fence_proxy_async, grid_dep_wait, in16_f32, ldg_v2f32, lds_u32, lds_v2f32, lds_v4u32, mbar_arrive,
-                         mbar_arrive_cluster, mbar_expect_tx, mbar_fence_init, mbar_init, mbar_wait,
+                         fence_proxy_async, grid_dep_wait, in16_f32, ldg_v2f32, lds_u32, lds_v2f32, lds_v4u32,
+                         mbar_arrive, mbar_arrive_cluster, mbar_expect_tx, mbar_fence_init, mbar_init, mbar_wait,
                          named_barrier, named_barrier_arrive, setmaxnreg_dec, setmaxnreg_inc, smem_addr, sts_out2,
                          sts_v4u32, tf32_rn,
                          tma_load_2d, tma_load_2d_multicast, tma_load_3d, tma_prefetch_map, tma_store_2d,
@@ -819,30 +819,31 @@ def _stager(MI, BN, OUT_ITEM, EB, EPI_OFF, PER_CONS, WG_M, SLOT_IDX, LEAD, NACC=
     loads its elements of boxes 2.. into HELD registers after its NACC accumulators (two slots
     hold two of a 128x256 tile's four boxes). Boxes neither in a slot nor held come into the
     slots as they free, during the epilogue (asking L2 for them ahead measured slower, by line or
-    in bulk, benchmarks/results/ab_staged_prefetch_h100.log). Returns (piece, ready, refill, read,
-    source): ``piece(k, pacc, sbase, a_row0, row, bn0, lane, ep)``: piece k of LEAD of the reads
+    in bulk, benchmarks/results/ab_staged_prefetch_h100.log). With EB = 0 (a slot a box, the
+    array's elements C's size) C's box t is staged where the array's box t was read, so the
+    slots are box-major (``_slot_stride``). Returns (piece, ready, refill, read, source,
+    out_box): ``piece(k, pacc, sbase, a_row0, row, bn0, lane, ep)``: piece k of LEAD of the reads
     (SPREAD, ``WgmmaConfig.epi_spread``: the mainloop issues piece k with the k-th of its last
-    LEAD slices; else all in piece 0, LEAD slices before the end); ``ready(t)``: box t has
-    arrived; ``refill(t, src, row, bn0, lane, ep)``: box t read, box t + 2 into its slot;
-    ``read(acc, src, t, jj, h, lane, x)``: this lane's column pair of n8 block jj, row half h, of
-    box t into x[0..1]; ``source(buf0, tw)``: the warp's slots (``buf0``: its consumer's output
-    boxes). ``EPI_OFF``: the output boxes' offset from the ring's base, PER_CONS bytes per
-    consumer; ``SLOT_IDX``: the indices in ``ep`` of M, N, the array's address and its row
-    stride, and the bytes of that stride's unit (a user array's is in bytes, c's ldc in
-    elements)."""
+    LEAD slices; else all in piece 0, LEAD slices before the end; with EB = 0 piece 0 first waits
+    for the last tile's stores to have read the slots); ``ready(t)``: box t has arrived;
+    ``refill(t, src, row, bn0, lane, ep)``: box t read, box t + 2 into its slot; ``read(acc, src,
+    t, jj, h, lane, x)``: this lane's column pair of n8 block jj, row half h, of box t into
+    x[0..1]; ``source(buf0, tw)``: the warp's slots (``buf0``: its consumer's output boxes);
+    ``out_box(buf0, t)``: where C's box t is staged with EB = 0 (else None). ``EPI_OFF``: the
+    output boxes' offset from the ring's base, PER_CONS bytes per consumer; ``SLOT_IDX``: the
+    indices in ``ep`` of M, N, the array's address and its row stride, and the bytes of that
+    stride's unit (a user array's is in bytes, c's ldc in elements)."""
     ITEM, KIND, NSLOT = SOURCE
     COLS, NBOX, NB, SLOT, CH, JJ = _source_geometry(MI, BN, OUT_ITEM, ITEM)
     NSLOT = min(NSLOT, NB)                          # (a warp's slots: its share of epi_source)
     HOLD = HELD > 0
     ALL = NSLOT >= NB                               # every box in a slot of its own: no refills
-    if not (ALL or NSLOT == 2):
-        raise ValueError(f"{NSLOT} slots: 2, or one for each of the {NB} boxes")
-    copy, copies_in, holds_in, CU, HU = _source_reads(MI, BN, OUT_ITEM, SLOT_IDX, NACC, HELD, ITEM, NSLOT)
-
-    STRIDE = _slot_stride(SLOT, ALL)
     OUT_SLOTS = EB == 0                             # C's boxes staged in the array's slots
-    if OUT_SLOTS and not (ALL and ITEM == OUT_ITEM):
-        raise ValueError("C's boxes are staged in the slots of an array of C's element size with a slot a box")
+    if not (ALL or NSLOT == 2) or (OUT_SLOTS and not (ALL and ITEM == OUT_ITEM)):
+        raise ValueError(f"{NSLOT} slots of {NB} boxes (2, or one a box: C's boxes staged there, EB = 0, "
+                         "where the array's elements are C's size)")
+    copy, copies_in, holds_in, CU, HU = _source_reads(MI, BN, OUT_ITEM, SLOT_IDX, NACC, HELD, ITEM, NSLOT)
+    STRIDE = _slot_stride(SLOT, ALL)
 
     @device
     def source(buf0, tw):
@@ -862,7 +863,7 @@ def _stager(MI, BN, OUT_ITEM, EB, EPI_OFF, PER_CONS, WG_M, SLOT_IDX, LEAD, NACC=
             # the last tile's stores of C from the slots have read them
             if (row & 63) == 0 and lane == 0:
                 tma_store_wait_read(0)
-            named_barrier(1 + a_row0 // WG_M, 128)
+            named_barrier(1 + a_row0 // WG_M, 128)      # (the consumer's barrier, as its epilogue's)
         if SPREAD:
             copies_in(CU, k * CU // LEAD, (k + 1) * CU // LEAD, src, row, bn0, lane, ep)
             if HOLD:
@@ -1568,8 +1569,8 @@ def staged_config(cfg: WgmmaConfig, epi, out_dtype: str) -> WgmmaConfig:
     dt, nb = epi.staged_dtype(), _staged_boxes(cfg, out_dtype)
     if dt != "float32":
         # a 16-bit array's every box fits where a float32 one's two do (128x256, a 16-bit C);
-        # with nothing held, every tile's written-out tail compiles without a spill
-        # C's boxes staged where the array's were read, where they are of one size
+        # with nothing held, every tile's written-out tail compiles without a spill; a 16-bit
+        # C's boxes are staged where the array's were read (no output ring of their own)
         new = cfg.replace(epi_boxes=0 if layout.ITEMSIZE[dt] == layout.ITEMSIZE[out_dtype] else 1,
                           epi_source=staged_bytes(cfg, out_dtype, dt, nb), epi_lead=HELD_LEAD, epi_spread=True)
         if new.stages >= STAGED_MIN:
