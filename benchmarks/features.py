@@ -5,7 +5,7 @@ on the same inputs (torch tensors through the public ``gemm``).
 
 Records ``{"feature", "m", "n", "k", "batch", "dtype", "ours_tflops", "ref_tflops", "ratio", "ref",
 "rel_err", "commit", "command"}``; ``custom_epilogue`` also has ``"overhead"`` = (time with the
-epilogue / time of plain ``gemm``) - 1.
+epilogue / time of plain ``gemm``) - 1 and ``"residual"`` (the array's dtype).
   * bias_gelu: ``gemm(a, b, bias=, activation="gelu_tanh")`` against cuBLASLt's fused bias + GELU
     (``torch._addmm_activation(bias, a, b, use_gelu=True)``, the tanh form).
   * custom_epilogue: a scaled residual add, a user's device function reading a device array
