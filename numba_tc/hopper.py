@@ -736,14 +736,6 @@ def _source_geometry(MI, BN, OUT_ITEM, ITEM=4):
     return COLS, BN // COLS, MI * (BN // COLS), layout.SOURCE_ROWS * COLS * ITEM, COLS * ITEM // 16, COLS // 8
 
 
-def _slot_stride(SLOT, ALL):
-    """Bytes from a warp's slot of one box to its slot of the next: with a slot for every box,
-    box-major (box t's four warps' slots together, in the order of an output box's rows: a 16-bit
-    C's box t can be staged where the array's box t was read, ``_stager``); else a warp's two slots
-    side by side."""
-    return WARPGROUP // 32 * SLOT if ALL else SLOT
-
-
 @lru_cache(maxsize=None)
 def _source_reads(MI, BN, OUT_ITEM, SLOT_IDX, NACC, HELD, ITEM=4, NSLOT=2):
     """The reads of a staged epilogue array of ITEM-byte elements (``_stager``): ``copy(t, src,
@@ -761,8 +753,6 @@ def _source_reads(MI, BN, OUT_ITEM, SLOT_IDX, NACC, HELD, ITEM=4, NSLOT=2):
     CU = min(NSLOT, NB) * PER_BOX                   # ... of the boxes in the slots
     HU = HELD // 4
     EL = 16 // ITEM                                 # elements a copy
-    ALL = NSLOT >= NB                               # box t in slot t (else t % 2)
-    STRIDE = _slot_stride(SLOT, ALL)
 
     @device
     def copy_one(t, i, src, row, bn0, lane, ep):
@@ -775,7 +765,7 @@ def _source_reads(MI, BN, OUT_ITEM, SLOT_IDX, NACC, HELD, ITEM=4, NSLOT=2):
         gr = row + 64 * mi + r
         gc = col0 + EL * c
         ok = gr < ep[M_] and gc < ep[N_]
-        cp_async16(src + (t if ALL else t & 1) * STRIDE + layout.source_offset(r, 16 * c, ITEM),
+        cp_async16(src + layout.source_box(t, SLOT, NSLOT, NB) + layout.source_offset(r, 16 * c, ITEM),
                    ep[U] + (gr * ep[P] * PB + ITEM * gc if ok else 0), 16 if ok else 0)
 
     @device
@@ -821,7 +811,7 @@ def _stager(MI, BN, OUT_ITEM, EB, EPI_OFF, PER_CONS, WG_M, SLOT_IDX, LEAD, NACC=
     slots as they free, during the epilogue (asking L2 for them ahead measured slower, by line or
     in bulk, benchmarks/results/ab_staged_prefetch_h100.log). With EB = 0 (a slot a box, the
     array's elements C's size) C's box t is staged where the array's box t was read, so the
-    slots are box-major (``_slot_stride``). Returns (piece, ready, refill, read, source,
+    slots are box-major (``layout.source_warp``). Returns (piece, ready, refill, read, source,
     out_box): ``piece(k, pacc, sbase, a_row0, row, bn0, lane, ep)``: piece k of LEAD of the reads
     (SPREAD, ``WgmmaConfig.epi_spread``: the mainloop issues piece k with the k-th of its last
     LEAD slices; else all in piece 0, LEAD slices before the end; with EB = 0 piece 0 first waits
@@ -843,17 +833,16 @@ def _stager(MI, BN, OUT_ITEM, EB, EPI_OFF, PER_CONS, WG_M, SLOT_IDX, LEAD, NACC=
         raise ValueError(f"{NSLOT} slots of {NB} boxes (2, or one a box: C's boxes staged there, EB = 0, "
                          "where the array's elements are C's size)")
     copy, copies_in, holds_in, CU, HU = _source_reads(MI, BN, OUT_ITEM, SLOT_IDX, NACC, HELD, ITEM, NSLOT)
-    STRIDE = _slot_stride(SLOT, ALL)
 
     @device
     def source(buf0, tw):
-        return buf0 + EB * layout.OUT_BOX_BYTES + (tw >> 5) * (SLOT if ALL else NSLOT * SLOT)
+        return buf0 + EB * layout.OUT_BOX_BYTES + layout.source_warp(tw >> 5, SLOT, NSLOT, NB)
 
     @device
     def out_box(buf0, t):
         # box t of C where the array's box t was read (every lane of the consumer has: the named
         # barrier after ``apply_box(t)``)
-        return buf0 + EB * layout.OUT_BOX_BYTES + t * STRIDE
+        return buf0 + EB * layout.OUT_BOX_BYTES + layout.source_box(t, SLOT, NSLOT, NB)
 
     @device
     def piece(k, pacc, sbase, a_row0, row, bn0, lane, ep):
@@ -898,7 +887,7 @@ def _stager(MI, BN, OUT_ITEM, EB, EPI_OFF, PER_CONS, WG_M, SLOT_IDX, LEAD, NACC=
             x[1] = acc[NACC + 4 * ((t - 2) * JJ + jj) + 2 * h + 1]
         else:
             r, c = c_fragment(lane, 2 * h)
-            at = src + (t if ALL else t & 1) * STRIDE + layout.source_offset(r, ITEM * (8 * jj + c), ITEM)
+            at = src + layout.source_box(t, SLOT, NSLOT, NB) + layout.source_offset(r, ITEM * (8 * jj + c), ITEM)
             if ITEM == 4:
                 lds_v2f32(x, 0, at)
             else:
@@ -1542,7 +1531,7 @@ def _staged_boxes(cfg: WgmmaConfig, out_dtype: str) -> int:
 def staged_bytes(cfg: WgmmaConfig, out_dtype: str, dtype: str = "float32", slots: int = 2) -> int:
     """Shared memory a consumer's warps stage an epilogue array of ``dtype`` in (``_stager``):
     ``slots`` slots each of 16 rows x an output box's columns."""
-    return WARPGROUP // 32 * slots * layout.SOURCE_ROWS * (layout.ROW_BYTES // layout.ITEMSIZE[out_dtype]) * \
+    return layout.SOURCE_WARPS * slots * layout.SOURCE_ROWS * (layout.ROW_BYTES // layout.ITEMSIZE[out_dtype]) * \
         layout.ITEMSIZE[dtype]
 
 

@@ -25,7 +25,8 @@ from numba.extending import register_jitable
 __all__ = ["elems_per_reg", "elems_per_chunk", "mma_shape", "a_fragment", "b_fragment", "c_fragment",
            "ldsm_a", "ldsm_b", "ldsm_phase_banks", "swizzle", "chunk_offset", "bank", "CHUNK", "BANKS",
            "wgmma_desc", "wgmma_operand_offset", "mn_major_offset", "wgmma_d_fragment", "SW128", "ROW_BYTES", "ATOM_BYTES",
-           "BOX_BYTES", "SWIZZLE_ALIGN", "OUT_BOX_BYTES", "SOURCE_ROWS", "source_offset", "ITEMSIZE", "FP8", "compute_dtype", "align_up"]
+           "BOX_BYTES", "SWIZZLE_ALIGN", "OUT_BOX_BYTES", "SOURCE_ROWS", "SOURCE_WARPS", "source_offset",
+           "source_warp", "source_box", "ITEMSIZE", "FP8", "compute_dtype", "align_up"]
 
 CHUNK = 16      # bytes moved by one cp.async / one ldmatrix row
 BANKS = 32      # shared-memory banks, 4 bytes wide
@@ -166,6 +167,7 @@ OUT_BOX_BYTES = 64 * ROW_BYTES      # an epilogue box: 64 rows of C x 128 bytes,
 # base plus a constant (no address per element), and each read (8 bytes a lane by a half-warp,
 # or 4 by a warp) covers the 32 banks once.
 SOURCE_ROWS = 16
+SOURCE_WARPS = 4                    # a consumer warpgroup's warps, each with slots of its own
 
 
 @register_jitable
@@ -176,6 +178,22 @@ def source_offset(row, byte, item=4):
     if item == 4:
         return ((((byte >> 5) * 2 + (row >> 3)) * 8 + (row & 7)) * 2 + ((byte >> 4) & 1)) * 16 + (byte & 15)
     return (((byte >> 4) * 2 + (row >> 3)) * 8 + (row & 7)) * 16 + (byte & 15)
+
+
+@register_jitable
+def source_warp(warp, slot, nslot, boxes):
+    """Byte offset of warp ``warp``'s first slot in its consumer's staged-array region (``slot``
+    bytes a slot, ``nslot`` slots a warp of ``boxes`` output boxes): with a slot for every box
+    the region is box-major (box t's warps' slots together, a 16-bit C's box t staged there,
+    warp w's slot on its 16 rows of it), else a warp's two slots lie side by side."""
+    return warp * (slot if nslot >= boxes else nslot * slot)
+
+
+@register_jitable
+def source_box(box, slot, nslot, boxes):
+    """Byte offset of box ``box``'s slot from its warp's first (``source_warp``): box t in slot
+    t, or with two slots in slot t % 2."""
+    return box * SOURCE_WARPS * slot if nslot >= boxes else (box & 1) * slot
 
 
 @register_jitable

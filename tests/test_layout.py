@@ -133,3 +133,24 @@ def test_a_staged_epilogue_slot_holds_each_byte_once_and_reads_without_bank_conf
             assert off % (2 * item) == 0
             banks += [layout.bank(off + w) for w in range(0, 2 * item, 4)]
         assert len(set(banks)) == 32, (jj, h, part)
+
+
+@pytest.mark.parametrize("item,out_item,bn,mi", [(4, 2, 256, 1), (4, 4, 128, 1), (2, 2, 256, 1), (2, 4, 256, 1),
+                                                 (2, 2, 192, 1), (2, 2, 128, 2)])
+def test_the_staged_slots_of_a_consumer_are_disjoint_and_c_boxes_fit_where_they_were_read(item, out_item, bn, mi):
+    # hopper._stager's slots (layout.source_warp + source_box): each warp's slot of each box its
+    # own bytes inside the consumer's region (hopper.staged_bytes); with a slot a box of C's
+    # element size, warp w's slot of box t is output box t's rows 16w..16w+15, where the epilogue
+    # stages C's box t (epi_boxes=0). (Two slots a warp overlapping the next warp's was a bug.)
+    cols = layout.ROW_BYTES // out_item
+    boxes = mi * (bn // cols)
+    slot = layout.SOURCE_ROWS * cols * item
+    for nslot in {2, boxes}:
+        used = min(nslot, boxes)
+        spans = [(layout.source_warp(w, slot, nslot, boxes) + layout.source_box(t, slot, nslot, boxes), w, t)
+                 for w in range(layout.SOURCE_WARPS) for t in range(used)]
+        starts = sorted(x for x, _, _ in spans)
+        assert starts == list(range(0, layout.SOURCE_WARPS * used * slot, slot)), (nslot, starts)
+        if nslot >= boxes and item == out_item:
+            assert slot == layout.SOURCE_ROWS * layout.ROW_BYTES
+            assert all(x == t * layout.OUT_BOX_BYTES + w * layout.SOURCE_ROWS * layout.ROW_BYTES for x, w, t in spans)
