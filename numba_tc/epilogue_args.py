@@ -238,23 +238,27 @@ def _bias(x, kind, device, allowed, m, n, stream):
     return mat, axis
 
 
+def _copyable(dtype: str, item: int, addr: int, pitch: int, m: int, n: int) -> bool:
+    """Whether a kernel may copy an (m, n) array of ``dtype`` with contiguous rows ``pitch``
+    elements apart from ``addr`` into shared memory by 16-byte copies (``hopper._stager``):
+    float32 or 16-bit, its address, row pitch and rows 16-byte multiples."""
+    return (not SIMULATOR and dtype in ("float32", "float16", "bfloat16") and n * item % 16 == 0
+            and addr % 16 == 0 and (m == 1 or pitch * item % 16 == 0))
+
+
 def _stageable(d, m: int, n: int) -> bool:
     """Whether a kernel may stage an epilogue array (described as ``d``, ``arrays.describe``) in
-    shared memory by 16-byte copies and hand the function its elements (``Epilogue.staged``): a
-    device array, float32, float16 or bfloat16 of C's shape, contiguous rows, its address, row
-    pitch and rows 16-byte multiples."""
-    if SIMULATOR or d[4] is None or d[3] not in ("float32", "float16", "bfloat16") or tuple(d[1]) != (m, n):
+    shared memory and hand the function its elements (``Epilogue.staged``): a device array of
+    C's shape, contiguous rows, ``_copyable``."""
+    if d[4] is None or tuple(d[1]) != (m, n) or d[2][1] != 1:
         return False
-    item = arrays.np_dtype(d[3]).itemsize
-    return n * item % 16 == 0 and d[2][1] == 1 and d[4] % 16 == 0 and (m == 1 or d[2][0] * item % 16 == 0)
+    return _copyable(d[3], arrays.np_dtype(d[3]).itemsize, d[4], d[2][0], m, n)
 
 
 def _c_stageable(cm, m: int, n: int) -> bool:
-    """Whether a kernel may stage ``c`` (a ``Matrix``) as it may a user's array (``_stageable``):
-    row-major, float32 or 16-bit, its address, row pitch and rows 16-byte multiples."""
-    if SIMULATOR or cm.trans or cm.dtype not in ("float32", "float16", "bfloat16"):
-        return False
-    return n * cm.itemsize % 16 == 0 and cm.ptr % 16 == 0 and (m == 1 or cm.ld * cm.itemsize % 16 == 0)
+    """Whether a kernel may stage ``c`` (a ``Matrix``) as it may a user's array: row-major,
+    ``_copyable``."""
+    return not cm.trans and _copyable(cm.dtype, cm.itemsize, cm.ptr, cm.ld, m, n)
 
 
 def _user(fn, args, kind, device, stream, m: int, n: int) -> Tuple[UserFunction, tuple]:

@@ -866,11 +866,8 @@ def _stager(MI, BN, OUT_ITEM, EB, EPI_OFF, PER_CONS, WG_M, SLOT_IDX, LEAD, NACC=
         # groups committed by then: every box's (ALL), else boxes 0 and 1 (``piece``) and box
         # i + 2 once box i is stored (``refill``, after box i + 1 is read): box 1 is read before
         # box 0's refill
-        if ALL:
-            cp_async_wait(NB - 1 - t)
-            cuda.syncwarp()
-        elif not (HOLD and t >= 2):
-            cp_async_wait(1 if (t == 0 and NB > 1) or (t >= 2 and t + 1 < NB) else 0)
+        if not (HOLD and t >= 2):
+            cp_async_wait(NB - 1 - t if ALL else 1 if (t == 0 and NB > 1) or (t >= 2 and t + 1 < NB) else 0)
             cuda.syncwarp()
 
     @device
@@ -917,7 +914,7 @@ def _kernel_stager(cfg: WgmmaConfig, epi, out_dtype: str, whole: bool):
                    (slots.index("M"), slots.index("N"), slots.index(u),
                     slots.index("ldc" if u == "c" else f"{u}_stride0"), layout.ITEMSIZE[dt] if u == "c" else 1),
                    cfg.epi_lead, cfg.local_regs - cfg.epi_held, cfg.epi_held,
-                   (layout.ITEMSIZE[dt], LOAD_KIND[dt], min(nslot, nb)), cfg.epi_spread)
+                   (layout.ITEMSIZE[dt], LOAD_KIND[dt], nslot), cfg.epi_spread)
 
 
 @lru_cache(maxsize=None)
