@@ -233,7 +233,6 @@ WARPGROUP = 128
 WGMMA_N_TYPED = (64, 128, 192, 256)
 WGMMA_N = (8, 16, 32) + WGMMA_N_TYPED
 MAX_ACC_REGS = 128              # fp32 accumulators per thread a consumer may hold
-A_FRAGMENT_REGS = 16            # one K slice of A in registers (wgmma's register form): 4 k-steps x 4
 
 
 @dataclass(frozen=True)
@@ -257,12 +256,6 @@ class WgmmaConfig:
     cluster: int = 1                # rung 6: blocks per cluster along M, sharing B by TMA multicast
     tma_store: bool = False         # rung 7: epilogue staged in shared memory, written by TMA
     promote: bool = False           # fp8: each K slice summed apart, then added to fp32 accumulators
-    promote_parts: int = 0          # fp8 promoted: each slice's sum taken in this many groups of its
-                                    # columns (0: one, or two n128 halves of a 256-wide tile)
-    promote_ahead: bool = False     # ... a group in flight while the one before it is added (two sets
-                                    # of a group's sums)
-    regs_a: bool = False            # ... A loaded into registers once a slice (wgmma's register form),
-                                    # not read from shared memory by each group
     staged: bool = False            # each stage also holds B's slice as it lies (the producer transposes it)
     scale_lead: int = 1             # fp8 block-wise scales: loaded this many K slices before their add
                                     # (split-K kernels: one)
@@ -311,19 +304,17 @@ class WgmmaConfig:
 
     @property
     def promote_n(self) -> int:
-        """Columns of C a promoted slice's sum is taken over at once: ``bn / promote_parts``; by
-        default the tile's, or for a 256-wide tile each half in turn (two full sets of its
-        accumulators do not fit a consumer's registers)."""
-        return self.bn // (self.promote_parts or (2 if self.bn == 256 else 1))
+        """Columns of C a promoted slice's sum is taken over at once: the tile's, or for a
+        256-wide tile each half in turn (two full sets of its accumulators do not fit a
+        consumer's registers)."""
+        return self.bn // 2 if self.bn == 256 else self.bn
 
     @property
     def local_regs(self) -> int:
         """Registers a consumer thread holds in its accumulator array: ``acc_regs``; with
         ``promote``, a slice's sum over ``promote_n`` columns (fp8 wgmma adds in fewer bits than
-        fp32: each slice's sum is added to fp32 registers), two with ``promote_ahead``, and two
-        slices' A fragments with ``regs_a`` (``A_FRAGMENT_REGS``); then ``epi_held``."""
-        sums = (self.wg_m // 64) * self.promote_n // 2 * (2 if self.promote_ahead else 1) if self.promote else 0
-        return self.acc_regs + sums + 2 * A_FRAGMENT_REGS * self.regs_a + self.epi_held
+        fp32: each slice's sum is added to fp32 registers); then ``epi_held``."""
+        return self.acc_regs + ((self.wg_m // 64) * self.promote_n // 2 if self.promote else 0) + self.epi_held
 
     @property
     def stage_bytes(self) -> int:
@@ -380,19 +371,13 @@ class WgmmaConfig:
         # that follows setmaxnreg.inc to that count (a promoted 128x192 fp8 tile holds 192
         # accumulators without a spill in a kernel whose launch bound allows 168).
         cap = self.regs[1] or self.launch_regs
-        _need(cap >= self.local_regs + (16 if self.regs_a else 24), f"{self.threads} threads x {self.min_blocks} blocks "
+        _need(cap >= self.local_regs + 24, f"{self.threads} threads x {self.min_blocks} blocks "
               f"{'(setmaxnreg) ' if self.regs[1] else ''}leave {cap} registers per thread, too few for "
               f"{self.local_regs} accumulators")
         _need(not self.promote or self.producer, "promoted accumulation builds on the producer warpgroup")
         _need(self.scale_lead in (1, 2), f"scale_lead={self.scale_lead}: 1 or 2 slices")
         _need(not self.promote or self.promote_n == self.bn or self.wg_m == 64,
               "a promoted tile taken in halves has one m64 block per consumer")
-        _need(self.promote or not (self.promote_parts or self.promote_ahead or self.regs_a),
-              "promote_parts, promote_ahead and regs_a shape a promoted (fp8) mainloop")
-        _need(self.promote_parts == 0 or (self.bn % self.promote_parts == 0 and self.promote_n in WGMMA_N_TYPED),
-              f"promote_parts={self.promote_parts}: bn={self.bn} in parts of a wgmma width {WGMMA_N_TYPED}")
-        _need(not self.regs_a or (self.promote_ahead and self.wg_m == 64),
-              "regs_a: A loaded into registers for a pipelined promoted mainloop (promote_ahead) of one m64 block")
         p, c = self.regs
         if p or c:
             _need(self.producer, "setmaxnreg (regs) moves registers from a producer warpgroup: needs producer")

@@ -269,23 +269,6 @@ extern "C" __device__ int wgmma_wait(int* ret, int n) {
     "+f"(d[o + 112]), "+f"(d[o + 113]), "+f"(d[o + 114]), "+f"(d[o + 115]), "+f"(d[o + 116]), "+f"(d[o + 117]), "+f"(d[o + 118]), "+f"(d[o + 119]), \
     "+f"(d[o + 120]), "+f"(d[o + 121]), "+f"(d[o + 122]), "+f"(d[o + 123]), "+f"(d[o + 124]), "+f"(d[o + 125]), "+f"(d[o + 126]), "+f"(d[o + 127])
 
-// wgmma.wait_group n that also holds n32 accumulators from d[o]: code that reads them depends on
-// the wait, so the compiler cannot move a read of a group's sums above the wait that retires it
-// (ptxas then serializes every wgmma, C7514). n: 1 (one group left in flight); width 64, 96 or 128.
-#define ACC48(d, o) ACC32(d, o), ACC16(d, o + 32)
-#define ACC96(d, o) ACC64(d, o), ACC32(d, o + 64)
-#define WAIT_HOLD(W, ACC) asm volatile("wgmma.wait_group.sync.aligned 1;" : ACC(d, o) :: "memory")
-extern "C" __device__ int wgmma_wait1_hold(int* ret, float* d, int o, int width) {
-    switch (width) {
-        case 64: WAIT_HOLD(64, ACC32); break;
-        case 96: WAIT_HOLD(96, ACC48); break;
-        case 128: WAIT_HOLD(128, ACC64); break;
-        default: WAIT_HOLD(192, ACC96); break;
-    }
-    return 0;
-}
-#undef WAIT_HOLD
-
 // One wgmma: OP is the shape and types after m64nN ("k16.f32.bf16.bf16"), IMM the transpose
 // immediates that follow the scales (16-bit types) or nothing (fp8).
 #define WGMMA_ASM(N, OP, IMM, NA, NB, NS)                                                      \
@@ -369,33 +352,6 @@ WGMMA_TF32_RS(128, "64", "65", "66", "67", "68", "69")
 WGMMA_TF32_RS(192, "96", "97", "98", "99", "100", "101")
 WGMMA_TF32_RS(256, "128", "129", "130", "131", "132", "133")
 #undef WGMMA_TF32_RS
-
-// fp8 with A from registers (PTX ISA 9.7.15.5, A of .e4m3/.e5m2: a warp's 16 rows as
-// mma.m16n8k32's A fragment, four .b32 registers of 4 elements of K each, loaded by ldmatrix from
-// the k-major stage): B is read from its descriptor as in the shared-memory form. kind as above.
-#define WGMMA8_RS_ASM(N, OP, A0, A1, A2, A3, NB, NS)                                             \
-    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %" NS ", 0;\n"                              \
-                 " wgmma.mma_async.sync.aligned.m64n" #N OP " " D##N ","                         \
-                 " {%" A0 ", %" A1 ", %" A2 ", %" A3 "}, %" NB ", p, 1, 1;\n}"                      \
-                 : ACC##N(d, o) : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(db), "r"(scale_d))
-#define WGMMA8_RS(N, A0, A1, A2, A3, NB, NS)                                                     \
-extern "C" __device__ int wgmma_m64n##N##k32_f8_rs(int* ret, float* d, int o, u32 a0, u32 a1,   \
-                                                   u32 a2, u32 a3, u64 db, int scale_d,         \
-                                                   int kind) {                                  \
-    switch (kind) {                                                                            \
-        case 0: WGMMA8_RS_ASM(N, "k32.f32.e4m3.e4m3", A0, A1, A2, A3, NB, NS); break;          \
-        case 1: WGMMA8_RS_ASM(N, "k32.f32.e4m3.e5m2", A0, A1, A2, A3, NB, NS); break;          \
-        case 2: WGMMA8_RS_ASM(N, "k32.f32.e5m2.e4m3", A0, A1, A2, A3, NB, NS); break;          \
-        default: WGMMA8_RS_ASM(N, "k32.f32.e5m2.e5m2", A0, A1, A2, A3, NB, NS); break;         \
-    }                                                                                          \
-    return 0;                                                                                  \
-}
-WGMMA8_RS(64, "32", "33", "34", "35", "36", "37")
-WGMMA8_RS(128, "64", "65", "66", "67", "68", "69")
-WGMMA8_RS(192, "96", "97", "98", "99", "100", "101")
-WGMMA8_RS(256, "128", "129", "130", "131", "132", "133")
-#undef WGMMA8_RS
-#undef WGMMA8_RS_ASM
 #undef WGMMA_ASM
 #undef WGMMA_SHAPES
 
