@@ -654,6 +654,13 @@ def _block_scaler(BN, SLOT, NACC):
     return load, add
 
 
+def promoted_turn(block: bool, cluster: int) -> int:
+    """K slices a turn of the promoted mainloop's loop, written out: per-tensor four (8192^3:
+    0.972 of ``_scaled_mm``, two 0.961, one 0.880; benchmarks/NOTES.md, sessions 17 and 33),
+    block-wise two, one in a cluster (two spilled in its split-K kernel)."""
+    return 2 if block and cluster == 1 else 1 if block else 4
+
+
 @lru_cache(maxsize=None)
 def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=1):
     """The mainloop of fp8 with promotion: each K slice's sum goes to accumulators of its own
@@ -670,7 +677,7 @@ def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=
     advance = _advancer(S)
     release = _releaser(CL)
     P = NACC // PARTS
-    TWO_A_TURN = BLOCK is None or CL == 1       # (block-wise in a cluster's split-K kernel: it spilled)
+    TURN = promoted_turn(BLOCK is not None, CL)
 
     @device
     def add_one(i, pacc, base):
@@ -698,6 +705,7 @@ def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=
         stage = sbase + s * STAGE
         mbar_wait(bars + 8 * s, ph)
         issue(pacc, stage, a_row0, 0)
+        s1, ph1 = advance(s, ph)
         nxt = sc
         if BLOCK is not None:
             nxt = load_scales(k0 + min(t + LEAD, ktiles - 1), row, bn0, lane, ep)
@@ -705,8 +713,7 @@ def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=
         if PARTS > 1:
             issue(pacc, stage, a_row0, 2 * P)
             finish(1, pacc, sc, bn0, lane, bars + 8 * (S + s))
-        s, ph = advance(s, ph)
-        return s, ph, later if LEAD == 2 else nxt, nxt
+        return s1, ph1, later if LEAD == 2 else nxt, nxt
 
     @device
     def mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0, lane, k0, row, bn0, ep):
@@ -717,13 +724,21 @@ def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=
             if LEAD == 2:
                 later = load_scales(k0 + min(1, ktiles - 1), row, bn0, lane, ep)
         t = 0
-        while t < ktiles:          # (two slices a turn: measured faster than one)
+        while t < ktiles:
             s, ph, sc, later = step(pacc, sbase, bars, s, ph, t, ktiles, a_row0, lane, k0, row, bn0, ep, sc, later)
             t += 1
-            if TWO_A_TURN and t < ktiles:
+            if TURN > 1 and t < ktiles:
                 s, ph, sc, later = step(pacc, sbase, bars, s, ph, t, ktiles, a_row0, lane, k0, row, bn0, ep, sc,
                                         later)
                 t += 1
+            if TURN > 2 and t < ktiles:
+                s, ph, sc, later = step(pacc, sbase, bars, s, ph, t, ktiles, a_row0, lane, k0, row, bn0, ep, sc,
+                                        later)
+                t += 1
+                if t < ktiles:
+                    s, ph, sc, later = step(pacc, sbase, bars, s, ph, t, ktiles, a_row0, lane, k0, row, bn0, ep,
+                                            sc, later)
+                    t += 1
         return s, ph
     return mainloop
 

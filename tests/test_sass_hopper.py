@@ -133,7 +133,8 @@ def test_fp8_kernels(cfg, da, db, instr):
     # (a 256-wide tile in two n128 halves)
     assert f"QGMMA.64x{cfg.promote_n}x32.F32.{instr}" in c.sass and "HGMMA" not in c.sass
     parts = cfg.bn // cfg.promote_n
-    assert c.count("QGMMA") == 2 * 4 * (cfg.wg_m // 64) * parts     # (the loop is written two slices a turn)
+    turn = hopper.promoted_turn(False, cfg.cluster)                    # (slices a turn, written out)
+    assert c.count("QGMMA") == turn * 4 * (cfg.wg_m // 64) * parts
     assert c.count("FADD") >= cfg.acc_regs
 
 
@@ -148,7 +149,7 @@ def test_fp8_block_scaled_kernels(cfg, split):
                             not split, epi, split)
     c = compile_cubin(k, cc=(9, 0, "a"))
     assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
-    turn = 2 if cfg.cluster == 1 else 1                                         # (slices a turn)
+    turn = hopper.promoted_turn(True, cfg.cluster)                              # (slices a turn)
     assert c.count("QGMMA") == turn * 4 * (cfg.wg_m // 64) * cfg.bn // cfg.promote_n
     assert c.count("FFMA") >= cfg.acc_regs and c.count("FSEL") == 0
     assert c.count("LDG") >= 3
