@@ -705,14 +705,17 @@ def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=
         stage = sbase + s * STAGE
         mbar_wait(bars + 8 * s, ph)
         issue(pacc, stage, a_row0, 0)
-        s1, ph1 = advance(s, ph)
         nxt = sc
-        if BLOCK is not None:
+        if BLOCK is None:
+            s1, ph1 = advance(s, ph)            # (the order measured with each: it moves the SASS)
+        else:
             nxt = load_scales(k0 + min(t + LEAD, ktiles - 1), row, bn0, lane, ep)
         finish(0, pacc, sc, bn0, lane, bars + 8 * (S + s))
         if PARTS > 1:
             issue(pacc, stage, a_row0, 2 * P)
             finish(1, pacc, sc, bn0, lane, bars + 8 * (S + s))
+        if BLOCK is not None:
+            s1, ph1 = advance(s, ph)
         return s1, ph1, later if LEAD == 2 else nxt, nxt
 
     @device
