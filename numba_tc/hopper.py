@@ -707,7 +707,8 @@ def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=
         issue(pacc, stage, a_row0, 0)
         nxt = sc
         if BLOCK is None:
-            s1, ph1 = advance(s, ph)            # (the order measured with each: it moves the SASS)
+            s1, ph1 = advance(s, ph)    # (per-tensor before the add, block-wise after: each as measured;
+                                        # block-wise lost 4% with it before, session 33)
         else:
             nxt = load_scales(k0 + min(t + LEAD, ktiles - 1), row, bn0, lane, ep)
         finish(0, pacc, sc, bn0, lane, bars + 8 * (S + s))
