@@ -139,7 +139,7 @@ MUTANTS = [
       [("            ldg_v4u32(ptr(w), 0, s)\n", "            ldg_v4u32(ptr(w), 0, s - 16 * min(c0, 1))\n")],
       ["tests/test_gpu_splitk.py"], extra=["-k", "slow_rows"]),
     M("block-wise scales two slices ahead applied a slice late", "gpu", "numba_tc/hopper.py",
-      [("        return s, ph, later if LEAD == 2 else nxt, nxt\n", "        return s, ph, nxt, later\n")],
+      [("        return s1, ph1, later if LEAD == 2 else nxt, nxt\n", "        return s1, ph1, nxt, later\n")],
       ["tests/test_gpu_fp8.py"], extra=["-k", "block"]),
     M("skip one mbarrier wait (consumer, full barrier)", "gpu", "numba_tc/hopper.py",
       [("        mbar_wait(full, ph)\n        issue(pacc, stage, a_row0, 0)", "        issue(pacc, stage, a_row0, 0)")],
