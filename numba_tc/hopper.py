@@ -658,7 +658,9 @@ def promoted_turn(block: bool, cluster: int) -> int:
     """K slices a turn of the promoted mainloop's loop, written out: per-tensor four (8192^3:
     0.972 of ``_scaled_mm``, two 0.961, one 0.880; benchmarks/NOTES.md, sessions 17 and 33),
     block-wise two, one in a cluster (two spilled in its split-K kernel)."""
-    return 2 if block and cluster == 1 else 1 if block else 4
+    if not block:
+        return 4
+    return 2 if cluster == 1 else 1
 
 
 @lru_cache(maxsize=None)
