@@ -39,6 +39,15 @@ def _rel(x, ref) -> float:
     return float(torch.linalg.norm(x.double() - ref) / torch.linalg.norm(ref))
 
 
+def residual_check(a, b, variant, out, res, scale=0.5):
+    """``gemm(a, b) + scale * res`` into ``out`` by ``variant`` through the user epilogue
+    ``scaled_residual``: (its plan, rel_err against float64). The GPU checks' one case."""
+    kw = dict(epilogue=scaled_residual, epilogue_args=(res, scale))
+    plan = numba_tc.explain(a, b, variant, out=out, **kw)
+    numba_tc.gemm(a, b, variant, out=out, **kw)
+    return plan, _rel(out, a.double() @ b.double() + scale * res.double())
+
+
 def _tflops(m, n, k, ms) -> float:
     return 2.0 * m * n * k / ms / 1e9
 
