@@ -232,9 +232,7 @@ WARPGROUP = 128
 # input type (m64nNk16, fp8 m64nNk32, tf32 m64nNk8), and for 16-bit inputs also the narrow ones
 WGMMA_N_TYPED = (64, 128, 192, 256)
 WGMMA_N = (8, 16, 32) + WGMMA_N_TYPED
-WGMMA_N_FP8 = tuple(sorted(WGMMA_N_TYPED + (96, 144)))     # fp8 also 96 and 144 (two sets of 144's fit)
 MAX_ACC_REGS = 128              # fp32 accumulators per thread a consumer may hold
-A_FRAGMENT_REGS = 16            # one K slice of A in registers (wgmma's register form): 4 k-steps x 4
 
 
 @dataclass(frozen=True)
@@ -258,12 +256,6 @@ class WgmmaConfig:
     cluster: int = 1                # rung 6: blocks per cluster along M, sharing B by TMA multicast
     tma_store: bool = False         # rung 7: epilogue staged in shared memory, written by TMA
     promote: bool = False           # fp8: each K slice summed apart, then added to fp32 accumulators
-    promote_parts: int = 0          # fp8 promoted: each slice's sum taken in this many groups of its
-                                    # columns (0: one, or two n128 halves of a 256-wide tile)
-    promote_ahead: bool = False     # ... a group in flight while the one before it is added (two sets
-                                    # of a group's sums)
-    regs_a: bool = False            # ... A loaded into registers once a slice (wgmma's register form),
-                                    # not read from shared memory by each group
     staged: bool = False            # each stage also holds B's slice as it lies (the producer transposes it)
     scale_lead: int = 1             # fp8 block-wise scales: loaded this many K slices before their add
                                     # (split-K kernels: one)
@@ -278,8 +270,6 @@ class WgmmaConfig:
                                     # issued at once)
     pingpong: bool = False          # the consumers take alternate tiles, each a whole bm x bn one: one's
                                     # epilogue runs beside the other's mainloop (CUTLASS's ping-pong)
-    skew: int = 0                   # fp8 promoted: consumer 1 starts a tile once consumer 0's first
-                                    # slice is summed (1) or added (2), so that their adds alternate
     group_m: int = 8                # tile order: groups of group_m block rows share B tiles in L2
     max_stages: int = 6
     min_blocks: int = 1
@@ -314,19 +304,17 @@ class WgmmaConfig:
 
     @property
     def promote_n(self) -> int:
-        """Columns of C a promoted slice's sum is taken over at once: ``bn / promote_parts``; by
-        default the tile's, or for a 256-wide tile each half in turn (two full sets of its
-        accumulators do not fit a consumer's registers)."""
-        return self.bn // (self.promote_parts or (2 if self.bn == 256 else 1))
+        """Columns of C a promoted slice's sum is taken over at once: the tile's, or for a
+        256-wide tile each half in turn (two full sets of its accumulators do not fit a
+        consumer's registers)."""
+        return self.bn // 2 if self.bn == 256 else self.bn
 
     @property
     def local_regs(self) -> int:
         """Registers a consumer thread holds in its accumulator array: ``acc_regs``; with
         ``promote``, a slice's sum over ``promote_n`` columns (fp8 wgmma adds in fewer bits than
-        fp32: each slice's sum is added to fp32 registers), two with ``promote_ahead``, and two
-        slices' A fragments with ``regs_a`` (``A_FRAGMENT_REGS``); then ``epi_held``."""
-        sums = (self.wg_m // 64) * self.promote_n // 2 * (2 if self.promote_ahead else 1) if self.promote else 0
-        return self.acc_regs + sums + 2 * A_FRAGMENT_REGS * self.regs_a + self.epi_held
+        fp32: each slice's sum is added to fp32 registers); then ``epi_held``."""
+        return self.acc_regs + ((self.wg_m // 64) * self.promote_n // 2 if self.promote else 0) + self.epi_held
 
     @property
     def stage_bytes(self) -> int:
@@ -374,8 +362,7 @@ class WgmmaConfig:
         _need(self.bm % (64 * (1 if self.pingpong else self.consumers)) == 0,
               f"bm={self.bm}: each of {self.consumers} consumer warpgroups needs a multiple of 64 rows")
         _need(self.bm <= 256, f"bm={self.bm}: a TMA box has at most 256 rows")
-        _need(self.bn in WGMMA_N or self.bn in WGMMA_N_FP8,
-              f"bn={self.bn}: one of {WGMMA_N} (the wgmma widths in ptx/hopper.cu; promoted fp8 also {WGMMA_N_FP8})")
+        _need(self.bn in WGMMA_N, f"bn={self.bn}: one of {WGMMA_N} (the wgmma widths in ptx/hopper.cu)")
         _need(self.acc_regs <= MAX_ACC_REGS, f"{self.acc_regs} accumulators per thread "
               f"(wg_m={self.wg_m} x bn={self.bn} / 128 threads) > {MAX_ACC_REGS}: they would spill")
         _need(self.threads <= MAX_THREADS, f"{self.threads} threads > {MAX_THREADS}")
@@ -384,19 +371,13 @@ class WgmmaConfig:
         # that follows setmaxnreg.inc to that count (a promoted 128x192 fp8 tile holds 192
         # accumulators without a spill in a kernel whose launch bound allows 168).
         cap = self.regs[1] or self.launch_regs
-        _need(cap >= self.local_regs + (16 if self.regs_a else 24), f"{self.threads} threads x {self.min_blocks} blocks "
+        _need(cap >= self.local_regs + 24, f"{self.threads} threads x {self.min_blocks} blocks "
               f"{'(setmaxnreg) ' if self.regs[1] else ''}leave {cap} registers per thread, too few for "
               f"{self.local_regs} accumulators")
         _need(not self.promote or self.producer, "promoted accumulation builds on the producer warpgroup")
         _need(self.scale_lead in (1, 2), f"scale_lead={self.scale_lead}: 1 or 2 slices")
         _need(not self.promote or self.promote_n == self.bn or self.wg_m == 64,
               "a promoted tile taken in halves has one m64 block per consumer")
-        _need(self.promote or not (self.promote_parts or self.promote_ahead or self.regs_a),
-              "promote_parts, promote_ahead and regs_a shape a promoted (fp8) mainloop")
-        _need(self.promote_parts == 0 or (self.bn % self.promote_parts == 0 and self.promote_n in WGMMA_N_FP8),
-              f"promote_parts={self.promote_parts}: bn={self.bn} in parts of an fp8 wgmma width {WGMMA_N_FP8}")
-        _need(not self.regs_a or (self.promote_ahead and self.wg_m == 64),
-              "regs_a: A loaded into registers for a pipelined promoted mainloop (promote_ahead) of one m64 block")
         p, c = self.regs
         if p or c:
             _need(self.producer, "setmaxnreg (regs) moves registers from a producer warpgroup: needs producer")
@@ -416,7 +397,7 @@ class WgmmaConfig:
               f"epi_held={self.epi_held}: registers for a staged epilogue array's boxes (epi_source), whole n8 blocks")
         _need(not self.epi_held or self.epi_spread, "held boxes (epi_held) are read a piece a slice (epi_spread)")
         _need(not self.epi_spread or self.epi_source, "epi_spread: the reads of a staged epilogue array (epi_source)")
-        _need(0 <= self.epi_boxes <= 8, f"epi_boxes={self.epi_boxes}: 1 to 8 output boxes")
+        _need(self.epi_boxes in (0, 1, 2, 4, 8), f"epi_boxes={self.epi_boxes}: 1, 2, 4 or 8 output boxes")
         _need(self.epi_boxes or self.epi_source,
               "epi_boxes=0: the output boxes are staged in a staged epilogue array's slots (epi_source)")
         _need(self.min_blocks >= 1 and self.min_blocks * self.threads <= 2048,

@@ -73,7 +73,7 @@ from functools import lru_cache
 from numba import cuda, float32, int32, uint32
 
 from . import fixup, layout, repack, workspace
-from .config import WARPGROUP, WGMMA_N, WGMMA_N_FP8, WGMMA_N_TYPED, Variant, WgmmaConfig
+from .config import WARPGROUP, WGMMA_N, WGMMA_N_TYPED, Variant, WgmmaConfig
 from .epilogue import BLOCK_SCALED, BLOCK_SCALES, LOAD_KIND, PLAIN, SCALED
 from .epilogue import make as make_epilogue
 from .fragments import OUT_CONVERT, apply_fragments, make_store_out
@@ -83,26 +83,24 @@ from .layout import (a_fragment, c_fragment, chunk_offset, compute_dtype, mn_maj
                      wgmma_operand_offset)
 from .plan import Step
 from . import primitives
-from .primitives import (cluster_ctarank, cluster_sync, cp_async16, cp_async_commit, cp_async_wait, ldsm_x4,
+from .primitives import (cluster_ctarank, cluster_sync, cp_async16, cp_async_commit, cp_async_wait,
                          fence_proxy_async, grid_dep_wait, in16_f32, ldg_v2f32, lds_u32, lds_v2f32, lds_v4u32,
                          mbar_arrive, mbar_arrive_cluster, mbar_expect_tx, mbar_fence_init, mbar_init, mbar_wait,
                          named_barrier, named_barrier_arrive, setmaxnreg_dec, setmaxnreg_inc, smem_addr, sts_out2,
                          sts_v4u32, tf32_rn,
                          tma_load_2d, tma_load_2d_multicast, tma_load_3d, tma_prefetch_map, tma_store_2d,
                          tma_store_3d, tma_store_commit, tma_store_wait_all, tma_store_wait_read,
-                         wgmma_commit, wgmma_fence, wgmma_wait, wgmma_wait1_hold)
+                         wgmma_commit, wgmma_fence, wgmma_wait)
 from .schedule import balanced_workers, cdiv, tile_origin
 from .tensormap import MAP_BYTES, encode, tma_requirements, tma_rows_fast
 
 __all__ = ["RUNGS", "wgmma_kernel", "PARAMS", "WGMMA_TYPE", "variant_from"]
 
 WGMMA_TYPE = {"float16": 0, "bfloat16": 1}      # ptx/hopper.cu: wgmma's input type argument
-# the wgmma of each width (``config.WGMMA_N``): 16-bit, fp8, tf32 from shared memory, tf32 and fp8 with A
-# in registers
-_WGMMA, _WGMMA8, _WGMMA32, _WGMMA32_RS, _WGMMA8_RS = (
-    {n: getattr(primitives, f"wgmma_m64n{n}{op}") for n in widths} for op, widths in
-    (("k16", WGMMA_N), ("k32_f8", WGMMA_N_FP8), ("k8_tf32", WGMMA_N_TYPED), ("k8_tf32_rs", WGMMA_N_TYPED),
-     ("k32_f8_rs", WGMMA_N_TYPED)))
+# the wgmma of each width (``config.WGMMA_N``): 16-bit, fp8, tf32 from shared memory, tf32 with A in registers
+_WGMMA, _WGMMA8, _WGMMA32, _WGMMA32_RS = ({n: getattr(primitives, f"wgmma_m64n{n}{op}") for n in widths} for op, widths in
+                                          (("k16", WGMMA_N), ("k32_f8", WGMMA_N_TYPED), ("k8_tf32", WGMMA_N_TYPED),
+                                           ("k8_tf32_rs", WGMMA_N_TYPED)))
 KMAJOR_ONLY = layout.FP8 + ("tf32",)             # input types wgmma reads k-major only (no transpose flags)
 # Kernel parameters: tensor maps of A, B and C (by value); C's address; M, N, K; ldc; K slices per
 # split (split-K and tail-split kernels; others ignore it); batches and which operands have them
@@ -113,7 +111,6 @@ PARAMS = ("map",) * 3 + ("i64",) * 12
 ASYNC_THREADS = 128      # the producer warpgroup: all of it copies an operand by cp.async
 ASYNC_BAR = 15           # ... and meets at this named barrier (the consumers' epilogue uses 1 + warpgroup)
 TURN_BAR = 4             # ping-pong: consumer wg's mainloop waits at TURN_BAR + wg for the other's turn to end
-SKEW_BAR = 6             # fp8 promoted, ``WgmmaConfig.skew``: consumer 1 waits here for consumer 0's first slice
 
 
 # ---------------------------------------------------------------------------------------------
@@ -667,7 +664,7 @@ def promoted_turn(block: bool, cluster: int) -> int:
 
 
 @lru_cache(maxsize=None)
-def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=1, SKEW=0):
+def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=1):
     """The mainloop of fp8 with promotion: each K slice's sum goes to accumulators of its own
     (``issue``, ``make_slice_group``'s, writes NACC // PARTS of them from NACC on, starting from
     zero) and, once its wgmma is done, is added to the fp32 accumulators 0..NACC-1: fp8 wgmma
@@ -693,11 +690,9 @@ def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=
         add_scaled = unrolled(add_scaled_one, 128)
 
     @device
-    def finish(h, pacc, sc, bn0, lane, empty, signal):
+    def finish(h, pacc, sc, bn0, lane, empty):
         """Part h's group done (the stage released after the last part's), its sum added."""
         wgmma_wait(0)
-        if signal:
-            named_barrier_arrive(SKEW_BAR, 256)
         if h == PARTS - 1 and lane == 0:
             release(empty)
         if BLOCK is not None:
@@ -706,7 +701,7 @@ def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=
             add(P, pacc, h * P)
 
     @device
-    def step(pacc, sbase, bars, s, ph, t, ktiles, a_row0, lane, k0, row, bn0, ep, sc, later, signal=False):
+    def step(pacc, sbase, bars, s, ph, t, ktiles, a_row0, lane, k0, row, bn0, ep, sc, later):
         """Slice t; with block scales ``sc`` are its scales (``later``: the next slice's, with a
         LEAD of 2), and those LEAD slices ahead are loaded while its wgmma runs (returned)."""
         stage = sbase + s * STAGE
@@ -718,12 +713,10 @@ def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=
                                         # block-wise lost 4% with it before, session 33)
         else:
             nxt = load_scales(k0 + min(t + LEAD, ktiles - 1), row, bn0, lane, ep)
-        finish(0, pacc, sc, bn0, lane, bars + 8 * (S + s), signal and SKEW == 1)
+        finish(0, pacc, sc, bn0, lane, bars + 8 * (S + s))
         if PARTS > 1:
             issue(pacc, stage, a_row0, 2 * P)
-            finish(1, pacc, sc, bn0, lane, bars + 8 * (S + s), False)
-        if signal and SKEW == 2:
-            named_barrier_arrive(SKEW_BAR, 256)
+            finish(1, pacc, sc, bn0, lane, bars + 8 * (S + s))
         if BLOCK is not None:
             s1, ph1 = advance(s, ph)
         return s1, ph1, later if LEAD == 2 else nxt, nxt
@@ -737,12 +730,6 @@ def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=
             if LEAD == 2:
                 later = load_scales(k0 + min(1, ktiles - 1), row, bn0, lane, ep)
         t = 0
-        if SKEW and ktiles > 0:
-            if a_row0 != 0:
-                named_barrier(SKEW_BAR, 256)
-            s, ph, sc, later = step(pacc, sbase, bars, s, ph, t, ktiles, a_row0, lane, k0, row, bn0, ep, sc, later,
-                                    a_row0 == 0)
-            t = 1
         while t < ktiles:
             s, ph, sc, later = step(pacc, sbase, bars, s, ph, t, ktiles, a_row0, lane, k0, row, bn0, ep, sc, later)
             t += 1
@@ -759,131 +746,6 @@ def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=
                                             sc, later)
                     t += 1
         return s, ph
-    return mainloop
-
-
-@lru_cache(maxsize=None)
-def _fp8_group_regs_a(PN, A_BYTES, KND):
-    """fp8 with A in registers (wgmma's register form): ``load_a(fr, f0, stage, a_row0, lane)``
-    loads this warp's 16 rows of the stage's K slice of A (``layout.ldsm_a``: each k32 step one
-    ldmatrix.x4 from the 128B-swizzled k-major tile, 4 registers whose bytes are mma.m16n8k32's A
-    fragment) into fr[f0..f0+15]; ``issue(pacc, off, fr, f0, stage, n0)``: the slice's 4 k32
-    steps of m64 x ``PN`` from B's column n0, summed into pacc[off..] from zero, one committed
-    group that reads fr[f0..f0+15] until it is waited for."""
-    WG = _WGMMA8_RS[PN]
-
-    @device
-    def load_one(ks, pfr, f0, stage, row, lane):
-        r, c = layout.ldsm_a(lane, True)
-        ldsm_x4(pfr, f0 + 4 * ks, stage + chunk_offset(row + r, 2 * ks + c, 8, True))
-    load_steps = unrolled(load_one, 4)
-
-    @device
-    def load_a(fr, f0, stage, a_row0, lane):
-        load_steps(4, ptr(fr), f0, stage, a_row0 + 16 * ((cuda.threadIdx.x >> 5) & 3), lane)
-
-    @device
-    def wgmma_one(ks, pacc, off, fr, f0, stage, n0):
-        f = f0 + 4 * ks
-        WG(pacc, off, fr[f], fr[f + 1], fr[f + 2], fr[f + 3], _operand_desc(stage + A_BYTES, True, n0, ks),
-           0 if ks == 0 else 1, KND)
-    wgmma_steps = unrolled(wgmma_one, 4)
-
-    @device
-    def issue(pacc, off, fr, f0, stage, n0):
-        wgmma_fence()
-        wgmma_steps(4, pacc, off, fr, f0, stage, n0)
-        wgmma_commit()
-    return load_a, issue
-
-
-@lru_cache(maxsize=None)
-def make_pipelined_mainloop(dtype, dtype_b, PN, PARTS, REGS_A, A_BYTES, S, STAGE, CL, NACC, BLOCK=8):
-    """The promoted fp8 mainloop with a group in flight while the one before it is added
-    (``WgmmaConfig.promote_ahead``): a slice's sum is taken in PARTS groups of ``PN`` columns,
-    each into one of two sets of registers (NACC.., NACC + PN/2..) in turn; once a group is
-    issued, the one before it is waited for (``wait_group 1``) and added to the fp32
-    accumulators while it runs. (The single-set mainloop, ``make_promoted_mainloop``, waits for
-    each group before it adds: its consumer's tensor-core work stops meanwhile.) ptxas keeps the
-    wgmmas pipelined only where the group a wait retires was issued in the same loop iteration
-    (else it serializes them all, C7514), so the loop runs BLOCK slices a turn, written out, and
-    drains its last group at the end of each (the K slices left over: one a turn). With
-    ``REGS_A`` each warp loads its rows of the slice's A into registers (two slices' sets in
-    turn: a group reads its set until waited for), so narrow groups read A from shared memory
-    once a slice, not PARTS times. A slice's stage is released once its last group is done.
-    Per-tensor scales only."""
-    advance = _advancer(S)
-    release = _releaser(CL)
-    P = PN // 2
-    G = BLOCK * PARTS
-    if G > 32:
-        raise ValueError(f"a turn of {BLOCK} slices x {PARTS} parts: at most 32 groups written out")
-    KND = _fp8_kind(dtype, dtype_b or dtype)
-    if REGS_A:
-        load_a, issue_rs = _fp8_group_regs_a(PN, A_BYTES, KND)
-    else:
-        issues = tuple(make_slice_group(dtype, True, True, 1, PN, A_BYTES, dtype_b, NACC + b * P) for b in (0, 1))
-
-    @device
-    def add_one(i, pacc, dst, src):
-        pacc[dst + i] += pacc[src + i]
-    add = unrolled(add_one, 128)
-
-    @device
-    def group(g, pacc, fr, sbase, bars, st, a_row0, lane):
-        """Group g of the turn (slice g // PARTS of it, part g % PARTS) issued into set g % 2
-        (a slice's first waits for its stage and loads A), then group g - 1 retired: waited
-        for, added, and its slice's stage released if it was the slice's last. ``st``: the ring
-        position (s, ph) and the stage of the slice before."""
-        j, q, b = g // PARTS, g % PARTS, g % 2
-        if q == 0:
-            if j > 0:
-                st[2] = st[0]
-                st[0], st[1] = advance(st[0], st[1])
-            mbar_wait(bars + 8 * st[0], st[1])
-            if REGS_A:
-                load_a(fr, 16 * (j & 1), sbase + st[0] * STAGE, a_row0, lane)
-        stage = sbase + st[0] * STAGE
-        if REGS_A:
-            issue_rs(pacc, NACC + b * P, fr, 16 * (j & 1), stage, q * PN)
-        elif b == 0:
-            issues[0](pacc, stage, a_row0, q * PN)
-        else:
-            issues[1](pacc, stage, a_row0, q * PN)
-        if g > 0:
-            wgmma_wait1_hold(pacc, NACC + (1 - b) * P, PN)
-            if q == 0 and lane == 0:
-                release(bars + 8 * (S + st[2]))
-            add(P, pacc, ((g - 1) % PARTS) * P, NACC + (1 - b) * P)
-    groups = unrolled(group, 4 * 8)
-
-    @device
-    def turn(n, pacc, fr, sbase, bars, st, a_row0, lane):
-        """n slices (a constant: BLOCK or 1) from ring position st, the last group drained;
-        st then holds the position after them."""
-        groups(n * PARTS, pacc, fr, sbase, bars, st, a_row0, lane)
-        wgmma_wait(0)
-        if lane == 0:
-            release(bars + 8 * (S + st[0]))
-        if (n * PARTS - 1) % 2 == 0:
-            add(P, pacc, (PARTS - 1) * P, NACC)
-        else:
-            add(P, pacc, (PARTS - 1) * P, NACC + P)
-        st[0], st[1] = advance(st[0], st[1])
-
-    @device
-    def mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0, lane, k0, row, bn0, ep):
-        fr = cuda.local.array(32, uint32)
-        st = cuda.local.array(3, int32)
-        st[0], st[1], st[2] = s, ph, 0
-        t = 0
-        while t + BLOCK <= ktiles:
-            turn(BLOCK, pacc, fr, sbase, bars, st, a_row0, lane)
-            t += BLOCK
-        while t < ktiles:
-            turn(1, pacc, fr, sbase, bars, st, a_row0, lane)
-            t += 1
-        return st[0], st[1]
     return mainloop
 
 
@@ -1088,10 +950,7 @@ def _box_store(MI, BN, OUT_ITEM, OUT_K, EB, EPI, BATCH=False, STAGER=None):
     barrier. With ``STAGER`` (``_stager``'s), EPI takes the staged array's element, read from
     the warp's slot."""
     COLS = layout.ROW_BYTES // OUT_ITEM            # columns of one 128-byte output box
-    NBOX = cdiv(BN, COLS)                          # (a tile of 144: the last box starts COLS before its
-                                                   # edge, storing some columns twice, the same values)
-    if STAGER is not None and BN % COLS:
-        raise ValueError(f"bn={BN}: a staged epilogue array is read in whole {COLS}-column boxes")
+    NBOX = BN // COLS
     NB = MI * NBOX
     HAS_STAGE = STAGER is not None                 # (device code reads a bool, not the tuple)
     OUT_SLOTS = HAS_STAGE and STAGER[5] is not None
@@ -1126,8 +985,8 @@ def _box_store(MI, BN, OUT_ITEM, OUT_K, EB, EPI, BATCH=False, STAGER=None):
         mi = t // NBOX
         bx = t - mi * NBOX
         if not HAS_STAGE:
-            apply_fragments(min(COLS, BN - bx * COLS) // 8, acc, mi * (BN // 8) + bx * (COLS // 8), row0, col0, lane,
-                            BN // 8, 64, EPI, ep, False)    # (each fragment once: not a last box's overlap)
+            apply_fragments(COLS // 8, acc, mi * (BN // 8) + bx * (COLS // 8), row0, col0, lane, BN // 8, 64, EPI, ep,
+                            False)
         else:
             x = cuda.local.array(2, float32)
             ready(t)
@@ -1138,20 +997,19 @@ def _box_store(MI, BN, OUT_ITEM, OUT_K, EB, EPI, BATCH=False, STAGER=None):
     def store_box(t, acc, tmc, buf0, nbox, row0, col0, tw, lane, bar, ep, z, erow0):
         mi = t // NBOX
         bx = t - mi * NBOX
-        c0 = min(bx * COLS, BN - COLS)             # the box's first column in the tile
         src = source(buf0, tw) if HAS_STAGE else 0
         if t == 0:
             apply_box(0, acc, erow0, col0, lane, ep, src)
         if OUT_SLOTS:
             buf = out_box(buf0, t)
         else:
-            buf = buf0 + ((nbox + t) % EB) * layout.OUT_BOX_BYTES
+            buf = buf0 + ((nbox + t) & (EB - 1)) * layout.OUT_BOX_BYTES
             if tw == 0:
                 tma_store_wait_read(EB - 1)        # the store that used this buffer has read it
         named_barrier(bar, 128)
         if t + 1 < NB:
             apply_box(t + 1, acc, erow0, col0, lane, ep, src)
-        stage_frags(COLS // 8, acc, mi * (BN // 2) + c0 // 2, buf, 16 * (tw >> 5), lane)
+        stage_frags(COLS // 8, acc, mi * (BN // 2) + bx * (COLS // 2), buf, 16 * (tw >> 5), lane)
         if HAS_STAGE:                              # (after the stores: the elements read are dead)
             if t == 0:
                 refill(0, src, erow0, col0, lane, ep)
@@ -1161,9 +1019,9 @@ def _box_store(MI, BN, OUT_ITEM, OUT_K, EB, EPI, BATCH=False, STAGER=None):
         named_barrier(bar, 128)
         if tw == 0:
             if BATCH:
-                tma_store_3d(tmc, col0 + c0, row0 - 16 * (tw >> 5) + 64 * mi, z, buf)
+                tma_store_3d(tmc, col0 + bx * COLS, row0 - 16 * (tw >> 5) + 64 * mi, z, buf)
             else:
-                tma_store_2d(tmc, col0 + c0, row0 - 16 * (tw >> 5) + 64 * mi, buf)
+                tma_store_2d(tmc, col0 + bx * COLS, row0 - 16 * (tw >> 5) + 64 * mi, buf)
             tma_store_commit()
     return unrolled(store_box, 16), NB
 
@@ -1205,8 +1063,7 @@ def make_epilogue_part(MI, BN, out_dtype, vc, TMA_C, EB, epi, BATCH=False, TRANS
                 tma_store_wait_all()
         return store, drain
 
-    store_out = make_store_out(MI * NI, NI, 64, OUT_ITEM, OUT_K, vc, max(g for g in range(1, 9) if MI * NI % g == 0),
-                               EPI, TRANS)
+    store_out = make_store_out(MI * NI, NI, 64, OUT_ITEM, OUT_K, vc, min(8, MI * NI), EPI, TRANS)
 
     @device
     def store(acc, C, tmc, ebase, nbox, row0, bn0, ldc, M, N, wg, tw, lane, ep, z):
@@ -1387,13 +1244,7 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
         PN = cfg.promote_n
         issue = make_slice_group(dtype, A_KM, B_KM, MI, PN, A_BYTES, dtype_b, NACC)
         lead = 1 if split else cfg.scale_lead        # (a split-K kernel spilled the second set)
-        mainloop = make_promoted_mainloop(issue, S, STAGE, CL, NACC, BN // PN, block, lead, cfg.skew)
-        if cfg.promote_ahead:
-            if block is not None or not (A_KM and B_KM) or MI != 1:
-                raise ValueError("a pipelined promoted mainloop (promote_ahead): per-tensor scales, k-major "
-                                 "operands, one m64 block per consumer")
-            mainloop = make_pipelined_mainloop(dtype, dtype_b, PN, BN // PN, cfg.regs_a, A_BYTES, S, STAGE, CL, NACC,
-                                               8 if cfg.promote_ahead is True else int(cfg.promote_ahead))
+        mainloop = make_promoted_mainloop(issue, S, STAGE, CL, NACC, BN // PN, block, lead)
     else:
         mainloop = make_mainloop(consume, S, STAGE, CL, 4 if _regs_a(dtype, A_KM, B_KM) else 1,
                                  stager and stager[0], cfg.epi_lead, cfg.epi_spread)

@@ -13,7 +13,7 @@ import os
 
 from numba import cuda, types
 
-from .config import WGMMA_N, WGMMA_N_FP8, WGMMA_N_TYPED
+from .config import WGMMA_N, WGMMA_N_TYPED
 from .intrinsics import SIMULATOR
 
 __all__ = ["PTX_DIR", "ptx_source", "MEMORY_SIGNATURES", "MMA_SIGNATURES", "HOPPER_SIGNATURES"]
@@ -100,13 +100,10 @@ HOPPER_SIGNATURES = {
     "wgmma_fence": _I32(),
     "wgmma_commit": _I32(),
     "wgmma_wait": _I32(_I32),
-    "wgmma_wait1_hold": _I32(_P(_F32), _I32, _I32),
     **{f"wgmma_m64n{n}k16": _I32(_P(_F32), _I32, _I64, _I64, _I32, _I32, _I32, _I32) for n in WGMMA_N},
-    **{f"wgmma_m64n{n}k32_f8": _I32(_P(_F32), _I32, _I64, _I64, _I32, _I32) for n in WGMMA_N_FP8},
+    **{f"wgmma_m64n{n}k32_f8": _I32(_P(_F32), _I32, _I64, _I64, _I32, _I32) for n in WGMMA_N_TYPED},
     **{f"wgmma_m64n{n}k8_tf32": _I32(_P(_F32), _I32, _I64, _I64, _I32) for n in WGMMA_N_TYPED},
     **{f"wgmma_m64n{n}k8_tf32_rs": _I32(_P(_F32), _I32, _U32, _U32, _U32, _U32, _I64, _I32)
-       for n in WGMMA_N_TYPED},
-    **{f"wgmma_m64n{n}k32_f8_rs": _I32(_P(_F32), _I32, _U32, _U32, _U32, _U32, _I64, _I32, _I32)
        for n in WGMMA_N_TYPED},
     "setmaxnreg_inc": _I32(_I32),
     "setmaxnreg_dec": _I32(_I32),

@@ -269,37 +269,6 @@ extern "C" __device__ int wgmma_wait(int* ret, int n) {
     "+f"(d[o + 112]), "+f"(d[o + 113]), "+f"(d[o + 114]), "+f"(d[o + 115]), "+f"(d[o + 116]), "+f"(d[o + 117]), "+f"(d[o + 118]), "+f"(d[o + 119]), \
     "+f"(d[o + 120]), "+f"(d[o + 121]), "+f"(d[o + 122]), "+f"(d[o + 123]), "+f"(d[o + 124]), "+f"(d[o + 125]), "+f"(d[o + 126]), "+f"(d[o + 127])
 
-// The fp8-only widths' register lists (fp8 tiles of 96 and 144 columns): ACC<N> binds N/2.
-#define D96 "{" \
-    "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15," \
-    "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31," \
-    "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47" \
-    "}"
-#define ACC96(d, o) ACC64(d, o), ACC32(d, o + 32)
-#define D144 "{" \
-    "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15," \
-    "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31," \
-    "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47," \
-    "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63," \
-    "%64,%65,%66,%67,%68,%69,%70,%71" \
-    "}"
-#define ACC144(d, o) ACC128(d, o), ACC16(d, o + 64)
-
-// wgmma.wait_group 1 that also holds a group's width/2 accumulators from d[o]: code that reads
-// them depends on the wait, so the compiler cannot move a read of a group's sums above it.
-#define WAIT_HOLD(W) asm volatile("wgmma.wait_group.sync.aligned 1;" : ACC##W(d, o) :: "memory")
-extern "C" __device__ int wgmma_wait1_hold(int* ret, float* d, int o, int width) {
-    switch (width) {
-        case 64: WAIT_HOLD(64); break;
-        case 96: WAIT_HOLD(96); break;
-        case 128: WAIT_HOLD(128); break;
-        case 144: WAIT_HOLD(144); break;
-        default: WAIT_HOLD(192); break;
-    }
-    return 0;
-}
-#undef WAIT_HOLD
-
 // One wgmma: OP is the shape and types after m64nN ("k16.f32.bf16.bf16"), IMM the transpose
 // immediates that follow the scales (16-bit types) or nothing (fp8).
 #define WGMMA_ASM(N, OP, IMM, NA, NB, NS)                                                      \
@@ -350,8 +319,6 @@ extern "C" __device__ int wgmma_m64n##N##k32_f8(int* ret, float* d, int o, u64 d
     return 0;                                                                                  \
 }
 WGMMA_SHAPES(WGMMA8)
-WGMMA8(96, "48", "49", "50")
-WGMMA8(144, "72", "73", "74")
 #undef WGMMA8
 
 // tf32 (PTX ISA 9.7.15.5, .tf32 inputs): D[64 x N] (+)= A[64 x 8] * B[8 x N] from fp32 values in
@@ -385,33 +352,6 @@ WGMMA_TF32_RS(128, "64", "65", "66", "67", "68", "69")
 WGMMA_TF32_RS(192, "96", "97", "98", "99", "100", "101")
 WGMMA_TF32_RS(256, "128", "129", "130", "131", "132", "133")
 #undef WGMMA_TF32_RS
-
-// fp8 with A from registers (PTX ISA 9.7.15.5, A of .e4m3/.e5m2: a warp's 16 rows as
-// mma.m16n8k32's A fragment, four .b32 registers of 4 elements of K each, loaded by ldmatrix from
-// the k-major stage): B is read from its descriptor as in the shared-memory form. kind as above.
-#define WGMMA8_RS_ASM(N, OP, A0, A1, A2, A3, NB, NS)                                             \
-    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %" NS ", 0;\n"                              \
-                 " wgmma.mma_async.sync.aligned.m64n" #N OP " " D##N ","                         \
-                 " {%" A0 ", %" A1 ", %" A2 ", %" A3 "}, %" NB ", p, 1, 1;\n}"                      \
-                 : ACC##N(d, o) : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(db), "r"(scale_d))
-#define WGMMA8_RS(N, A0, A1, A2, A3, NB, NS)                                                     \
-extern "C" __device__ int wgmma_m64n##N##k32_f8_rs(int* ret, float* d, int o, u32 a0, u32 a1,   \
-                                                   u32 a2, u32 a3, u64 db, int scale_d,         \
-                                                   int kind) {                                  \
-    switch (kind) {                                                                            \
-        case 0: WGMMA8_RS_ASM(N, "k32.f32.e4m3.e4m3", A0, A1, A2, A3, NB, NS); break;          \
-        case 1: WGMMA8_RS_ASM(N, "k32.f32.e4m3.e5m2", A0, A1, A2, A3, NB, NS); break;          \
-        case 2: WGMMA8_RS_ASM(N, "k32.f32.e5m2.e4m3", A0, A1, A2, A3, NB, NS); break;          \
-        default: WGMMA8_RS_ASM(N, "k32.f32.e5m2.e5m2", A0, A1, A2, A3, NB, NS); break;         \
-    }                                                                                          \
-    return 0;                                                                                  \
-}
-WGMMA8_RS(64, "32", "33", "34", "35", "36", "37")
-WGMMA8_RS(128, "64", "65", "66", "67", "68", "69")
-WGMMA8_RS(192, "96", "97", "98", "99", "100", "101")
-WGMMA8_RS(256, "128", "129", "130", "131", "132", "133")
-#undef WGMMA8_RS
-#undef WGMMA8_RS_ASM
 #undef WGMMA_ASM
 #undef WGMMA_SHAPES
 
