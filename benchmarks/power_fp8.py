@@ -3,7 +3,10 @@ samples the SM clock and the board power; prints TFLOP/s, the median clock, the 
 TFLOP/s per GHz (the work a cycle does, which a lower clock does not change). Session 34's
 question: does promotion cost cycles, or clock (energy)?
 
-    python benchmarks/power_fp8.py [--size 8192] [--seconds 3]
+    python benchmarks/power_fp8.py [--size 8192] [--seconds 3] [--also SPEC ..]
+
+The inputs and candidates are ``ab_fp8.py``'s (per-tensor): ``_scaled_mm`` with and without its
+fast accumulation, ``hopper``'s choice and its fixed tiles, and ``--also``.
 """
 from __future__ import annotations
 
@@ -15,9 +18,8 @@ import time
 import torch
 
 import numba_tc
-from numba_tc import hopper
 
-from features import quantize8
+from ab_fp8 import candidates, inputs
 
 
 def sample_run(fn, seconds):
@@ -45,29 +47,22 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--size", type=int, default=8192)
     p.add_argument("--seconds", type=float, default=3.0)
+    p.add_argument("--also", nargs="*", default=["bn=192"], help='more tiles, as ab_fp8.py\'s (default: 128x192 '
+                                                                  'unpromoted)')
     args = p.parse_args()
     m = n = k = args.size
-    g = torch.Generator(device="cuda").manual_seed(0)
-    a, sa = quantize8(torch.randn(m, k, device="cuda", generator=g))
-    w, sb = quantize8(torch.randn(n, k, device="cuda", generator=g))
-    b = w.t()
+    a, b, sa, sb, _, refs = inputs(m, n, k, False)
     out = torch.empty((m, n), device="cuda", dtype=torch.bfloat16)
-    r7 = hopper.RUNG7
-    cands = {"_scaled_mm": lambda: torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16),
-             "_scaled_mm fast_accum": lambda: torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16,
-                                                               use_fast_accum=True)}
-    for name, cfg in [("128x192 promoted", r7.replace(bn=192, promote=True)), ("128x192 unpromoted", r7.replace(bn=192)),
-                      ("128x256 unpromoted", r7)]:
-        v = numba_tc.variant_from(cfg, "pw" + str(len(cands)), splits=1)
+    cands = {name: fn for name, (fn, _) in refs.items()}
+    for name, v in candidates(False, args.also).items():
         cands[name] = lambda v=v: numba_tc.gemm(a, b, v, scale_a=sa, scale_b=sb, out=out)
     for fn in cands.values():
         fn()
     torch.cuda.synchronize()
-    order = list(cands) + list(reversed(cands))
-    for name in order:
+    for name in list(cands) + list(reversed(cands)):
         ms, clk, pw, temp = sample_run(cands[name], args.seconds)
         tf = 2 * m * n * k / ms / 1e9
-        print(f"{m}x{n}x{k} {name:<24} {tf:6.0f} TFLOP/s  SM {clk:5.0f} MHz  {pw:5.0f} W  {temp:3.0f} C  "
+        print(f"{m}x{n}x{k} {name[:40]:<40} {tf:6.0f} TFLOP/s  SM {clk:5.0f} MHz  {pw:5.0f} W  {temp:3.0f} C  "
               f"{tf / clk * 1000:6.1f} TFLOP/s per GHz", flush=True)
 
 
