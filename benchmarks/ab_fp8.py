@@ -6,7 +6,11 @@ NaN-poisoned outputs) at each shape. ``--block``: block-wise scales (a by 1x128,
 per-tensor scales of the same matrices (issue 20's reference). ``--kernels``: the kernels
 ``_scaled_mm`` runs (torch.profiler), their tile in the name.
 
+``--fp32 M,N,K``: first, each per-tensor candidate's rel_err with fp32 out at that shape, beside
+``_scaled_mm``'s (bf16 out rounds away the accumulation's error; fp32 out shows it).
+
     python benchmarks/ab_fp8.py [--shapes 4096,4096,4096 8192,8192,8192] [--block] [--also SPEC ..] [--kernels]
+                                [--fp32 M,N,K]
 """
 from __future__ import annotations
 
@@ -70,10 +74,13 @@ def main():
     p.add_argument("--block", action="store_true", help="block-wise scales")
     p.add_argument("--also", nargs="*", default=[], help='more tiles: "key=value,..." of RUNG7.replace')
     p.add_argument("--kernels", action="store_true", help="print the kernels _scaled_mm runs, and stop")
+    p.add_argument("--fp32", help="M,N,K: rel_err with fp32 out first, per-tensor")
     args = p.parse_args()
     if args.kernels:
         return kernels(args.shapes)
     cands = candidates(args.block, args.also)
+    if args.fp32:
+        fp32_errors(cands, *map(int, args.fp32.split(",")))
     for shape in args.shapes:
         m, n, k = map(int, shape.split(","))
         a, b, sa, sb, want, refs = inputs(m, n, k, args.block)
@@ -95,6 +102,20 @@ def main():
         for nm, t, e in zip(names, ms, errs):
             print(f"{m}x{n}x{k} {nm[:60]:<60} {2 * m * n * k / t / 1e9:7.0f} TFLOP/s  x{ref / t:.3f} of "
                   f"_scaled_mm per-tensor  rel_err {e:.2e}", flush=True)
+
+
+def fp32_errors(cands, m, n, k):
+    """rel_err of each candidate and of ``_scaled_mm`` (with and without its fast accumulation)
+    with fp32 out, per-tensor scales, at m x n x k."""
+    a, b, sa, sb, want, _ = inputs(m, n, k, False)
+    for name, v in cands.items():
+        out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float32)
+        numba_tc.gemm(a, b, v, scale_a=sa, scale_b=sb, out=out)
+        print(f"{m}x{n}x{k} fp32 out {name[:60]:<60} rel_err {_rel(out, want):.3e}", flush=True)
+    for fast in (False, True):
+        out = torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.float32, use_fast_accum=fast)
+        print(f"{m}x{n}x{k} fp32 out torch._scaled_mm{' fast_accum' if fast else '':<45} rel_err "
+              f"{_rel(out, want):.3e}", flush=True)
 
 
 def kernels(shapes):

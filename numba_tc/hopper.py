@@ -393,13 +393,15 @@ def _fp8_kind(dtype_a: str, dtype_b: str) -> int:
 
 
 @lru_cache(maxsize=None)
-def make_slice_group(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b=None, OFF=0):
-    """``issue(pacc, stage, a_row0, n0)``: a K slice's wgmmas as one committed group: 4 steps
+def make_slice_group(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b=None, OFF=0, STEPS=(0, 4)):
+    """``issue(pacc, stage, a_row0, n0, keep0)``: a K slice's wgmmas as one committed group: 4 steps
     of 32 bytes of K (k16 for 16-bit inputs, k32 for fp8: ``dtype_b`` is B's when it differs from
     A's, k8 for tf32: fp32 values) x MI m64 blocks of this warpgroup's rows from ``a_row0``, each
     m64nBN from B's row/column ``n0``. wgmma's transpose flags say a 16-bit operand is mn-major;
     fp8 and tf32 operands are k-major only. ``OFF``: the sum goes to accumulators from OFF on,
-    starting from zero (a promoted mainloop's), else it adds to those from 0."""
+    starting from zero where ``keep0`` is 0 (a promoted mainloop's), else it adds to those from 0.
+    ``STEPS``: the slice's steps issued, from and to (a promoted mainloop's half slices)."""
+    K0, K1 = STEPS
     fp8, tf32 = dtype in layout.FP8, dtype == "tf32"
     if _regs_a(dtype, A_KM, B_KM) and not OFF:
         return _slice_group_regs_a(MI, BN, A_BYTES)
@@ -413,12 +415,12 @@ def make_slice_group(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b=None, OFF=0):
     WG = widths[BN]
 
     @device
-    def wgmma_one(t, pacc, stage, a_row0, n0):
+    def wgmma_one(t, pacc, stage, a_row0, n0, keep0):
         ks = t // MI
         mi = t - ks * MI
-        db = _operand_desc(stage + A_BYTES, B_KM, n0, ks)
-        da = _operand_desc(stage, A_KM, a_row0 + 64 * mi, ks)
-        keep = 0 if OFF and ks == 0 else 1
+        db = _operand_desc(stage + A_BYTES, B_KM, n0, K0 + ks)
+        da = _operand_desc(stage, A_KM, a_row0 + 64 * mi, K0 + ks)
+        keep = keep0 if OFF and ks == 0 else 1
         if fp8:
             WG(pacc, OFF + mi * (BN // 2), da, db, keep, KND)
         elif tf32:
@@ -428,9 +430,9 @@ def make_slice_group(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b=None, OFF=0):
     wgmma_all = unrolled(wgmma_one, 8)
 
     @device
-    def issue(pacc, stage, a_row0, n0):
+    def issue(pacc, stage, a_row0, n0, keep0):
         wgmma_fence()
-        wgmma_all(4 * MI, pacc, stage, a_row0, n0)
+        wgmma_all((K1 - K0) * MI, pacc, stage, a_row0, n0, keep0)
         wgmma_commit()
     return issue
 
@@ -475,7 +477,7 @@ def _slice_group_regs_a(MI, BN, A_BYTES):
     steps = unrolled(step, 4)
 
     @device
-    def issue(pacc, stage, a_row0, n0):
+    def issue(pacc, stage, a_row0, n0, keep0):
         fr = cuda.local.array(NF, uint32)
         steps(4, pacc, fr, stage, a_row0 + 16 * ((cuda.threadIdx.x >> 5) & 3), cuda.threadIdx.x & 31, n0)
     return issue
@@ -490,7 +492,7 @@ def make_slice_mma(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b=None):
     @device
     def consume(pacc, stage, full, ph, a_row0):
         mbar_wait(full, ph)
-        issue(pacc, stage, a_row0, 0)
+        issue(pacc, stage, a_row0, 0, 1)
     return consume
 
 
@@ -664,7 +666,7 @@ def promoted_turn(block: bool, cluster: int) -> int:
 
 
 @lru_cache(maxsize=None)
-def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=1):
+def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=1, EVERY=1, HALVES=None):
     """The mainloop of fp8 with promotion: each K slice's sum goes to accumulators of its own
     (``issue``, ``make_slice_group``'s, writes NACC // PARTS of them from NACC on, starting from
     zero) and, once its wgmma is done, is added to the fp32 accumulators 0..NACC-1: fp8 wgmma
@@ -675,7 +677,13 @@ def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=
     the slice is issued and added in two n128 halves in turn (A read from shared memory for
     each: loading it into registers once, for wgmma's register-A form, measured slower). With
     block-wise scales (``BLOCK``: ``_block_scaler``'s (BN, SLOT)) the add multiplies by the
-    slice's scales, loaded ``LEAD`` slices ahead (``WgmmaConfig.scale_lead``)."""
+    slice's scales, loaded ``LEAD`` slices ahead (``WgmmaConfig.scale_lead``). Per-tensor,
+    ``EVERY`` slices are summed before each add (``WgmmaConfig.promote_every``). ``HALVES``
+    (``issue`` of a slice's first and second halves): the second consumer sums 128 of K from the
+    middle of a slice to the middle of the next, so that its adds fall between the first's
+    (``WgmmaConfig.promote_stagger``)."""
+    if (EVERY > 1 or HALVES) and (BLOCK is not None or PARTS > 1):
+        raise ValueError("promote_every > 1, promote_stagger: per-tensor scales on a tile promoted whole")
     advance = _advancer(S)
     release = _releaser(CL)
     P = NACC // PARTS
@@ -701,12 +709,32 @@ def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=
             add(P, pacc, h * P)
 
     @device
+    def issue_one(j, pacc, sbase, bars, s, ph, a_row0):
+        i = s + j - (S if s + j >= S else 0)
+        mbar_wait(bars + 8 * i, ph ^ (1 if s + j >= S else 0))
+        issue(pacc, sbase + i * STAGE, a_row0, 0, 0 if j == 0 else 1)
+    issue_n = unrolled(issue_one, 4)
+
+    @device
+    def group(n, pacc, sbase, bars, s, ph, a_row0, lane):
+        """n slices from stage s (n a constant after inlining) summed as one group, then added."""
+        issue_n(n, pacc, sbase, bars, s, ph, a_row0)
+        wgmma_wait(0)
+        if lane == 0:
+            for j in range(n):
+                release(bars + 8 * (S + (s + j) % S))
+        add(P, pacc, 0)
+        if s + n >= S:
+            return s + n - S, ph ^ 1
+        return s + n, ph
+
+    @device
     def step(pacc, sbase, bars, s, ph, t, ktiles, a_row0, lane, k0, row, bn0, ep, sc, later):
         """Slice t; with block scales ``sc`` are its scales (``later``: the next slice's, with a
         LEAD of 2), and those LEAD slices ahead are loaded while its wgmma runs (returned)."""
         stage = sbase + s * STAGE
         mbar_wait(bars + 8 * s, ph)
-        issue(pacc, stage, a_row0, 0)
+        issue(pacc, stage, a_row0, 0, 0)
         nxt = sc
         if BLOCK is None:
             s1, ph1 = advance(s, ph)    # (per-tensor before the add, block-wise after: each as measured;
@@ -715,11 +743,70 @@ def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=
             nxt = load_scales(k0 + min(t + LEAD, ktiles - 1), row, bn0, lane, ep)
         finish(0, pacc, sc, bn0, lane, bars + 8 * (S + s))
         if PARTS > 1:
-            issue(pacc, stage, a_row0, 2 * P)
+            issue(pacc, stage, a_row0, 2 * P, 0)
             finish(1, pacc, sc, bn0, lane, bars + 8 * (S + s))
         if BLOCK is not None:
             s1, ph1 = advance(s, ph)
         return s1, ph1, later if LEAD == 2 else nxt, nxt
+
+    if HALVES:
+        first, second = HALVES
+
+    @device
+    def across(pacc, sbase, bars, s, ph, a_row0, lane):
+        """The second half of stage s's slice and the first of the next's, summed and added;
+        stage s released. Returns the next stage."""
+        s1, ph1 = advance(s, ph)
+        second(pacc, sbase + s * STAGE, a_row0, 0, 0)
+        mbar_wait(bars + 8 * s1, ph1)
+        first(pacc, sbase + s1 * STAGE, a_row0, 0, 1)
+        wgmma_wait(0)
+        if lane == 0:
+            release(bars + 8 * (S + s))
+        add(P, pacc, 0)
+        return s1, ph1
+
+    @device
+    def mainloop_halves(pacc, sbase, bars, s, ph, ktiles, a_row0, lane, k0, row, bn0, ep):
+        """The second consumer's (a_row0 > 0) mainloop with HALVES, in turns of 4; the first's is
+        ``mainloop``."""
+        if a_row0 == 0:
+            return mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0, lane, k0, row, bn0, ep)
+        mbar_wait(bars + 8 * s, ph)
+        first(pacc, sbase + s * STAGE, a_row0, 0, 0)
+        wgmma_wait(0)
+        add(P, pacc, 0)
+        t = 1
+        while t + 4 <= ktiles:
+            s, ph = across(pacc, sbase, bars, s, ph, a_row0, lane)
+            s, ph = across(pacc, sbase, bars, s, ph, a_row0, lane)
+            s, ph = across(pacc, sbase, bars, s, ph, a_row0, lane)
+            s, ph = across(pacc, sbase, bars, s, ph, a_row0, lane)
+            t += 4
+        while t < ktiles:
+            s, ph = across(pacc, sbase, bars, s, ph, a_row0, lane)
+            t += 1
+        second(pacc, sbase + s * STAGE, a_row0, 0, 0)
+        wgmma_wait(0)
+        if lane == 0:
+            release(bars + 8 * (S + s))
+        add(P, pacc, 0)
+        return advance(s, ph)
+
+    @device
+    def mainloop_groups(pacc, sbase, bars, s, ph, ktiles, a_row0, lane, k0, row, bn0, ep):
+        """Per-tensor, EVERY slices a group, in turns of 4 slices; the K left over, a slice a
+        group."""
+        t = 0
+        while t + 4 <= ktiles:
+            s, ph = group(EVERY, pacc, sbase, bars, s, ph, a_row0, lane)
+            if EVERY == 2:
+                s, ph = group(EVERY, pacc, sbase, bars, s, ph, a_row0, lane)
+            t += 4
+        while t < ktiles:
+            s, ph = group(1, pacc, sbase, bars, s, ph, a_row0, lane)
+            t += 1
+        return s, ph
 
     @device
     def mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0, lane, k0, row, bn0, ep):
@@ -746,7 +833,7 @@ def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=
                                             sc, later)
                     t += 1
         return s, ph
-    return mainloop
+    return mainloop_groups if EVERY > 1 else mainloop_halves if HALVES else mainloop
 
 
 def _source_geometry(MI, BN, OUT_ITEM, ITEM=4):
@@ -1244,7 +1331,10 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
         PN = cfg.promote_n
         issue = make_slice_group(dtype, A_KM, B_KM, MI, PN, A_BYTES, dtype_b, NACC)
         lead = 1 if split else cfg.scale_lead        # (a split-K kernel spilled the second set)
-        mainloop = make_promoted_mainloop(issue, S, STAGE, CL, NACC, BN // PN, block, lead)
+        halves = tuple(make_slice_group(dtype, A_KM, B_KM, MI, PN, A_BYTES, dtype_b, NACC, h)
+                       for h in ((0, 2), (2, 4))) if cfg.promote_stagger else None
+        mainloop = make_promoted_mainloop(issue, S, STAGE, CL, NACC, BN // PN, block, lead, cfg.promote_every,
+                                          halves)
     else:
         mainloop = make_mainloop(consume, S, STAGE, CL, 4 if _regs_a(dtype, A_KM, B_KM) else 1,
                                  stager and stager[0], cfg.epi_lead, cfg.epi_spread)
