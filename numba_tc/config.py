@@ -256,8 +256,8 @@ class WgmmaConfig:
     cluster: int = 1                # rung 6: blocks per cluster along M, sharing B by TMA multicast
     tma_store: bool = False         # rung 7: epilogue staged in shared memory, written by TMA
     promote: bool = False           # fp8: each K slice summed apart, then added to fp32 accumulators
-    promote_every: int = 1          # ... per-tensor scales: this many K slices summed before each add
-    promote_stagger: bool = False   # ... the second consumer's sums half a slice out of step with the first's
+    promote_every: int = 1          # ... per-tensor scales, 16-bit out: this many K slices summed before
+                                    # each add (the second consumer's groups a slice after the first's)
     staged: bool = False            # each stage also holds B's slice as it lies (the producer transposes it)
     scale_lead: int = 1             # fp8 block-wise scales: loaded this many K slices before their add
                                     # (split-K kernels: one)
@@ -378,14 +378,11 @@ class WgmmaConfig:
               f"{self.local_regs} accumulators")
         _need(not self.promote or self.producer, "promoted accumulation builds on the producer warpgroup")
         _need(self.scale_lead in (1, 2), f"scale_lead={self.scale_lead}: 1 or 2 slices")
-        _need(self.promote_every in (1, 2, 4), f"promote_every={self.promote_every}: 1, 2 or 4 slices")
+        _need(self.promote_every in (1, 2), f"promote_every={self.promote_every}: 1 or 2 slices")
         _need(self.promote_every < self.stages, f"promote_every={self.promote_every}: a group holds its stages "
               f"until its add; {self.stages} stages")
-        _need(self.promote_every == 1 or (self.promote and self.promote_n == self.bn),
-              "promote_every > 1: a promoted tile added whole (not in halves)")
-        _need(not self.promote_stagger or (self.promote and self.promote_n == self.bn and self.promote_every == 1
-                                           and self.consumers == 2 and not self.pingpong),
-              "promote_stagger: two consumers of a tile promoted whole, every slice")
+        _need(self.promote_every == 1 or (self.promote and self.promote_n == self.bn and not self.pingpong),
+              "promote_every > 1: a promoted tile added whole (not in halves), its consumers on one tile")
         _need(not self.promote or self.promote_n == self.bn or self.wg_m == 64,
               "a promoted tile taken in halves has one m64 block per consumer")
         p, c = self.regs

@@ -62,8 +62,9 @@ few rows' products, into each stage by the producer warpgroup's cp.async (``_asy
 are loaded by TMA as TFLOAT32, which rounds them to tf32 (to nearest even; the producer's copy
 rounds them so too). fp8 wgmma adds in fewer bits than fp32, so its
 tiles promote: each slice's sum in accumulators of its own, added to fp32 ones
-(``make_promoted_mainloop``; a 256-wide tile one n128 half at a time, ``WgmmaConfig.promote_n``);
-the per-tensor scales are read in the epilogue (``Epilogue.scales``).
+(``make_promoted_mainloop``; a 256-wide tile one n128 half at a time, ``WgmmaConfig.promote_n``;
+into a 16-bit C, two slices' sum at a time, ``WgmmaConfig.promote_every``); the per-tensor
+scales are read in the epilogue (``Epilogue.scales``).
 """
 from __future__ import annotations
 
@@ -393,15 +394,13 @@ def _fp8_kind(dtype_a: str, dtype_b: str) -> int:
 
 
 @lru_cache(maxsize=None)
-def make_slice_group(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b=None, OFF=0, STEPS=(0, 4)):
+def make_slice_group(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b=None, OFF=0):
     """``issue(pacc, stage, a_row0, n0, keep0)``: a K slice's wgmmas as one committed group: 4 steps
     of 32 bytes of K (k16 for 16-bit inputs, k32 for fp8: ``dtype_b`` is B's when it differs from
     A's, k8 for tf32: fp32 values) x MI m64 blocks of this warpgroup's rows from ``a_row0``, each
     m64nBN from B's row/column ``n0``. wgmma's transpose flags say a 16-bit operand is mn-major;
     fp8 and tf32 operands are k-major only. ``OFF``: the sum goes to accumulators from OFF on,
-    starting from zero where ``keep0`` is 0 (a promoted mainloop's), else it adds to those from 0.
-    ``STEPS``: the slice's steps issued, from and to (a promoted mainloop's half slices)."""
-    K0, K1 = STEPS
+    starting from zero where ``keep0`` is 0 (a promoted mainloop's), else it adds to those from 0."""
     fp8, tf32 = dtype in layout.FP8, dtype == "tf32"
     if _regs_a(dtype, A_KM, B_KM) and not OFF:
         return _slice_group_regs_a(MI, BN, A_BYTES)
@@ -418,8 +417,8 @@ def make_slice_group(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b=None, OFF=0, ST
     def wgmma_one(t, pacc, stage, a_row0, n0, keep0):
         ks = t // MI
         mi = t - ks * MI
-        db = _operand_desc(stage + A_BYTES, B_KM, n0, K0 + ks)
-        da = _operand_desc(stage, A_KM, a_row0 + 64 * mi, K0 + ks)
+        db = _operand_desc(stage + A_BYTES, B_KM, n0, ks)
+        da = _operand_desc(stage, A_KM, a_row0 + 64 * mi, ks)
         keep = keep0 if OFF and ks == 0 else 1
         if fp8:
             WG(pacc, OFF + mi * (BN // 2), da, db, keep, KND)
@@ -432,7 +431,7 @@ def make_slice_group(dtype, A_KM, B_KM, MI, BN, A_BYTES, dtype_b=None, OFF=0, ST
     @device
     def issue(pacc, stage, a_row0, n0, keep0):
         wgmma_fence()
-        wgmma_all((K1 - K0) * MI, pacc, stage, a_row0, n0, keep0)
+        wgmma_all(4 * MI, pacc, stage, a_row0, n0, keep0)
         wgmma_commit()
     return issue
 
@@ -666,7 +665,7 @@ def promoted_turn(block: bool, cluster: int) -> int:
 
 
 @lru_cache(maxsize=None)
-def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=1, EVERY=1, HALVES=None):
+def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=1, EVERY=1):
     """The mainloop of fp8 with promotion: each K slice's sum goes to accumulators of its own
     (``issue``, ``make_slice_group``'s, writes NACC // PARTS of them from NACC on, starting from
     zero) and, once its wgmma is done, is added to the fp32 accumulators 0..NACC-1: fp8 wgmma
@@ -678,12 +677,11 @@ def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=
     each: loading it into registers once, for wgmma's register-A form, measured slower). With
     block-wise scales (``BLOCK``: ``_block_scaler``'s (BN, SLOT)) the add multiplies by the
     slice's scales, loaded ``LEAD`` slices ahead (``WgmmaConfig.scale_lead``). Per-tensor,
-    ``EVERY`` slices are summed before each add (``WgmmaConfig.promote_every``). ``HALVES``
-    (``issue`` of a slice's first and second halves): the second consumer sums 128 of K from the
-    middle of a slice to the middle of the next, so that its adds fall between the first's
-    (``WgmmaConfig.promote_stagger``)."""
-    if (EVERY > 1 or HALVES) and (BLOCK is not None or PARTS > 1):
-        raise ValueError("promote_every > 1, promote_stagger: per-tensor scales on a tile promoted whole")
+    ``EVERY`` slices are summed before each add (``WgmmaConfig.promote_every``), the second
+    consumer's groups a slice after the first's, so that one's adds fall while the other's
+    wgmma runs."""
+    if EVERY > 1 and (BLOCK is not None or PARTS > 1):
+        raise ValueError("promote_every > 1: per-tensor scales on a tile promoted whole")
     advance = _advancer(S)
     release = _releaser(CL)
     P = NACC // PARTS
@@ -749,55 +747,14 @@ def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=
             s1, ph1 = advance(s, ph)
         return s1, ph1, later if LEAD == 2 else nxt, nxt
 
-    if HALVES:
-        first, second = HALVES
-
-    @device
-    def across(pacc, sbase, bars, s, ph, a_row0, lane):
-        """The second half of stage s's slice and the first of the next's, summed and added;
-        stage s released. Returns the next stage."""
-        s1, ph1 = advance(s, ph)
-        second(pacc, sbase + s * STAGE, a_row0, 0, 0)
-        mbar_wait(bars + 8 * s1, ph1)
-        first(pacc, sbase + s1 * STAGE, a_row0, 0, 1)
-        wgmma_wait(0)
-        if lane == 0:
-            release(bars + 8 * (S + s))
-        add(P, pacc, 0)
-        return s1, ph1
-
-    @device
-    def mainloop_halves(pacc, sbase, bars, s, ph, ktiles, a_row0, lane, k0, row, bn0, ep):
-        """The second consumer's (a_row0 > 0) mainloop with HALVES, in turns of 4; the first's is
-        ``mainloop``."""
-        if a_row0 == 0:
-            return mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0, lane, k0, row, bn0, ep)
-        mbar_wait(bars + 8 * s, ph)
-        first(pacc, sbase + s * STAGE, a_row0, 0, 0)
-        wgmma_wait(0)
-        add(P, pacc, 0)
-        t = 1
-        while t + 4 <= ktiles:
-            s, ph = across(pacc, sbase, bars, s, ph, a_row0, lane)
-            s, ph = across(pacc, sbase, bars, s, ph, a_row0, lane)
-            s, ph = across(pacc, sbase, bars, s, ph, a_row0, lane)
-            s, ph = across(pacc, sbase, bars, s, ph, a_row0, lane)
-            t += 4
-        while t < ktiles:
-            s, ph = across(pacc, sbase, bars, s, ph, a_row0, lane)
-            t += 1
-        second(pacc, sbase + s * STAGE, a_row0, 0, 0)
-        wgmma_wait(0)
-        if lane == 0:
-            release(bars + 8 * (S + s))
-        add(P, pacc, 0)
-        return advance(s, ph)
-
     @device
     def mainloop_groups(pacc, sbase, bars, s, ph, ktiles, a_row0, lane, k0, row, bn0, ep):
-        """Per-tensor, EVERY slices a group, in turns of 4 slices; the K left over, a slice a
-        group."""
+        """Per-tensor, EVERY slices a group, in turns of 4 slices (the second consumer's first
+        group a slice); the K left over, a slice a group."""
         t = 0
+        if a_row0 != 0 and ktiles > 0:
+            s, ph = group(1, pacc, sbase, bars, s, ph, a_row0, lane)
+            t = 1
         while t + 4 <= ktiles:
             s, ph = group(EVERY, pacc, sbase, bars, s, ph, a_row0, lane)
             if EVERY == 2:
@@ -833,7 +790,7 @@ def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=
                                             sc, later)
                     t += 1
         return s, ph
-    return mainloop_groups if EVERY > 1 else mainloop_halves if HALVES else mainloop
+    return mainloop_groups if EVERY > 1 else mainloop
 
 
 def _source_geometry(MI, BN, OUT_ITEM, ITEM=4):
@@ -1331,10 +1288,8 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
         PN = cfg.promote_n
         issue = make_slice_group(dtype, A_KM, B_KM, MI, PN, A_BYTES, dtype_b, NACC)
         lead = 1 if split else cfg.scale_lead        # (a split-K kernel spilled the second set)
-        halves = tuple(make_slice_group(dtype, A_KM, B_KM, MI, PN, A_BYTES, dtype_b, NACC, h)
-                       for h in ((0, 2), (2, 4))) if cfg.promote_stagger else None
-        mainloop = make_promoted_mainloop(issue, S, STAGE, CL, NACC, BN // PN, block, lead, cfg.promote_every,
-                                          halves)
+        every = cfg.promote_every if block is None and layout.ITEMSIZE[out_dtype] == 2 else 1
+        mainloop = make_promoted_mainloop(issue, S, STAGE, CL, NACC, BN // PN, block, lead, every)
     else:
         mainloop = make_mainloop(consume, S, STAGE, CL, 4 if _regs_a(dtype, A_KM, B_KM) else 1,
                                  stager and stager[0], cfg.epi_lead, cfg.epi_spread)
@@ -2174,8 +2129,12 @@ NARROW_PINGPONG = True
 # and adds a slice in two n128 halves (``promote_n``); B multicast where its rows are slow.
 # Block-wise scales are loaded two slices before their add (8192^3: 0.862 of per-tensor
 # `_scaled_mm` against 0.846 one slice ahead; benchmarks/results/ab_fp8_scale_lead_h100.log).
+# Per-tensor into a 16-bit C, 128x192 sums two slices (256 of K) before each add, the consumers'
+# adds a slice apart: 8192^3 1.00 of `_scaled_mm` against 0.975 slice by slice; its rel_err into
+# fp32 1.6x `_scaled_mm`'s (which adds every 128 of K), into bf16 the same: the output's rounding
+# is 8x the difference (benchmarks/results/ab_fp8_every2_s35_h100.log). Into fp32, every slice.
 FP8_CONFIGS = tuple(RUNG7.replace(promote=True, scale_lead=2, **kw) for kw in (
-    dict(bn=192), {}, dict(bn=128, max_stages=6), dict(bn=128, max_stages=6, cluster=2)))
+    dict(bn=192, promote_every=2), {}, dict(bn=128, max_stages=6), dict(bn=128, max_stages=6, cluster=2)))
 
 # The tiles an n-major tf32 B copied by the producer runs on (``_b_by_producer``): tall, since
 # each block row of C copies B again (64x256 for a few rows).

@@ -91,18 +91,50 @@ def test_split_k_applies_the_scales_once():
     assert _rel(out, want) < TOL
 
 
-def test_like_scaled_mm():
-    """Within a little of cuBLASLt's own error on the same inputs (long K: accumulation)."""
+@pytest.mark.parametrize("tile", ["auto", "128x192"])
+def test_like_scaled_mm(tile):
+    """Within a little of cuBLASLt's own error on the same inputs (long K: accumulation); the
+    128x192 tile, forced, sums two slices before each add into 16-bit outputs."""
     g = torch.Generator(device="cuda").manual_seed(5)
     a, sa = quantize(torch.randn(512, 16384, device="cuda", generator=g), E4M3)
     w, sb = quantize(torch.randn(1024, 16384, device="cuda", generator=g), E4M3)
     want = (a.double() * sa.double()) @ (w.t().double() * sb.double())
+    v = "auto" if tile == "auto" else numba_tc.variant_from(hopper.FP8_CONFIGS[0], "fp8_like_192", splits=1)
     for out_dtype in (torch.bfloat16, torch.float32):
-        ours = numba_tc.gemm(a, w.t(), scale_a=sa, scale_b=sb, out_dtype=str(out_dtype)[6:])
+        ours = numba_tc.gemm(a, w.t(), v, scale_a=sa, scale_b=sb, out_dtype=str(out_dtype)[6:])
         ref = torch._scaled_mm(a, w.t(), scale_a=sa, scale_b=sb, out_dtype=out_dtype)
         assert ours.dtype == out_dtype
         print(f"{out_dtype}: rel_err {_rel(ours, want):.3e}, torch._scaled_mm {_rel(ref, want):.3e}")
         assert _rel(ours, want) <= 1.1 * _rel(ref, want)
+
+
+def test_grouped_promotion_is_the_same_on_streams_and_graphs():
+    # the 128x192 tile sums two slices before each add (its consumers' groups a slice apart, each
+    # group holding two stages of the ring): run after run, on a side stream and replayed from a
+    # CUDA graph, the same bits (a stage reused before its group is done would change them)
+    g = torch.Generator(device="cuda").manual_seed(8)
+    m, n, k = 1800, 2900, 4224                      # (33 slices: a group's remainder; ragged tiles)
+    a, sa = _operand(m, k, False, E4M3, g)
+    b, sb = _operand(k, n, True, E4M3, g)
+    v = numba_tc.variant_from(hopper.FP8_CONFIGS[0], "fp8_grouped_192", splits=1)
+    want = (a.double() * sa.double()) @ (b.double() * sb.double())
+    first = numba_tc.gemm(a, b, v, scale_a=sa, scale_b=sb)
+    assert _rel(first, want) < TOL
+    for _ in range(5):
+        assert torch.equal(numba_tc.gemm(a, b, v, scale_a=sa, scale_b=sb), first)
+    s = torch.cuda.Stream()
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    with torch.cuda.stream(s):
+        numba_tc.gemm(a, b, v, scale_a=sa, scale_b=sb, out=out)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=s):
+            numba_tc.gemm(a, b, v, scale_a=sa, scale_b=sb, out=out)
+    s.synchronize()
+    assert torch.equal(out, first)
+    out.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, first)
 
 
 def test_scales_are_read_on_the_gpu_in_a_graph():
@@ -228,7 +260,7 @@ def test_every_fp8_tile(cfg, scaling, splits):
     # halves: N = 777 leaves the last tile's right half wholly past C's edge, N = 300 partly), with
     # split-K, per-tensor and block-wise scales, bf16 and fp32 out
     v = numba_tc.variant_from(cfg, f"fp8_tile_{cfg.bn}_{cfg.max_stages}_{cfg.cluster}_{splits}", splits=splits)
-    for m, n, k in [(1000, 777, 1000), (300, 300, 2048)]:
+    for m, n, k in [(1000, 777, 1000), (300, 300, 2048), (200, 200, 384)]:     # (K in 8, 16 and 3 slices)
         for out_dtype, tol in (("bfloat16", TOL), ("float32", TOL32)):
             if scaling == "block":
                 a, b, sa, sb, want = _block_problem(m, n, k, seed=m + k + splits)

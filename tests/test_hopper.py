@@ -208,6 +208,14 @@ def test_fp8_configuration_rules():
         r7.replace(promote=True, regs=(40, 208))
     with pytest.raises(ConfigError, match="producer"):
         WgmmaConfig(bm=64, bn=64, promote=True)
+    # slices summed in groups of 1 or 2; a group holds its stages until its add, so fewer than
+    # the ring's; the tile added whole (a 256-wide tile's halves reuse one set), one tile a time
+    assert r7.replace(bn=192, promote=True, promote_every=2).promote_every == 2
+    for kw, msg in ((dict(bn=192, promote_every=4), "1 or 2"), (dict(promote_every=2), "whole"),
+                    (dict(bn=192, promote_every=2, max_stages=2), "2 stages"),
+                    (dict(bn=192, promote_every=2, promote=False), "whole")):
+        with pytest.raises(ConfigError, match=msg):
+            r7.replace(**{"promote": True, **kw})
 
 
 def test_fp8_operands_are_copied_unless_k_major():

@@ -133,9 +133,14 @@ def test_fp8_kernels(cfg, da, db, instr):
     # (a 256-wide tile in two n128 halves)
     assert f"QGMMA.64x{cfg.promote_n}x32.F32.{instr}" in c.sass and "HGMMA" not in c.sass
     parts = cfg.bn // cfg.promote_n
-    turn = hopper.promoted_turn(False, cfg.cluster)                    # (slices a turn, written out)
-    assert c.count("QGMMA") == turn * 4 * (cfg.wg_m // 64) * parts
-    assert c.count("FADD") >= cfg.acc_regs
+    turn = hopper.promoted_turn(False, cfg.cluster)                    # (slices a turn, written out;
+    extra = 2 if cfg.promote_every > 1 else 0                          # summed in groups: the second
+    assert c.count("QGMMA") == (turn + extra) * 4 * (cfg.wg_m // 64) * parts   # consumer's first slice and
+    assert c.count("FADD") >= cfg.acc_regs                             # the K left over, a slice each)
+    if cfg.promote_every > 1:
+        # into fp32 every slice is added (the grouped loop is for 16-bit outputs only)
+        c32 = compile_cubin(hopper.wgmma_kernel(cfg, da, "float32", False, True, True, True, SCALED, False, False, db))
+        assert c32.count("QGMMA") == turn * 4 * (cfg.wg_m // 64) and c32.spill_bytes == 0
 
 
 @pytest.mark.parametrize("cfg", hopper.scaled_pool(hopper.FP8_CONFIGS, "block"),
