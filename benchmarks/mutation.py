@@ -142,7 +142,7 @@ MUTANTS = [
       [("        return s1, ph1, later if LEAD == 2 else nxt, nxt\n", "        return s1, ph1, nxt, later\n")],
       ["tests/test_gpu_fp8.py"], extra=["-k", "block"]),
     M("skip one mbarrier wait (consumer, full barrier)", "gpu", "numba_tc/hopper.py",
-      [("        mbar_wait(full, ph)\n        issue(pacc, stage, a_row0, 0)", "        issue(pacc, stage, a_row0, 0)")],
+      [("        mbar_wait(full, ph)\n        issue(pacc, stage, a_row0, 0, 1)", "        issue(pacc, stage, a_row0, 0, 1)")],
       ["tests/test_gpu_races.py"], extra=["-k", "hopper and wgmma_ws and 2056"]),
     M("producer overwrites a stage before it is released (empty wait dropped)", "gpu", "numba_tc/hopper.py",
       [("                mbar_wait(bars + 8 * (S + s), ph ^ 1)\n", "")],
