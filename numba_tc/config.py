@@ -256,7 +256,7 @@ class WgmmaConfig:
     cluster: int = 1                # rung 6: blocks per cluster along M, sharing B by TMA multicast
     tma_store: bool = False         # rung 7: epilogue staged in shared memory, written by TMA
     promote: bool = False           # fp8: each K slice summed apart, then added to fp32 accumulators
-    promote_every: int = 1          # ... per-tensor scales, 16-bit out: this many K slices summed before
+    promote_every: int = 1          # ... per-tensor scales, bf16 out: this many K slices summed before
                                     # each add (the second consumer's groups a slice after the first's)
     staged: bool = False            # each stage also holds B's slice as it lies (the producer transposes it)
     scale_lead: int = 1             # fp8 block-wise scales: loaded this many K slices before their add

@@ -63,7 +63,7 @@ are loaded by TMA as TFLOAT32, which rounds them to tf32 (to nearest even; the p
 rounds them so too). fp8 wgmma adds in fewer bits than fp32, so its
 tiles promote: each slice's sum in accumulators of its own, added to fp32 ones
 (``make_promoted_mainloop``; a 256-wide tile one n128 half at a time, ``WgmmaConfig.promote_n``;
-into a 16-bit C, two slices' sum at a time, ``WgmmaConfig.promote_every``); the per-tensor
+into a bf16 C, two slices' sum at a time, ``WgmmaConfig.promote_every``); the per-tensor
 scales are read in the epilogue (``Epilogue.scales``).
 """
 from __future__ import annotations
@@ -1288,7 +1288,7 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
         PN = cfg.promote_n
         issue = make_slice_group(dtype, A_KM, B_KM, MI, PN, A_BYTES, dtype_b, NACC)
         lead = 1 if split else cfg.scale_lead        # (a split-K kernel spilled the second set)
-        every = cfg.promote_every if block is None and layout.ITEMSIZE[out_dtype] == 2 else 1
+        every = cfg.promote_every if block is None and out_dtype == "bfloat16" else 1     # (FP8_CONFIGS)
         mainloop = make_promoted_mainloop(issue, S, STAGE, CL, NACC, BN // PN, block, lead, every)
     else:
         mainloop = make_mainloop(consume, S, STAGE, CL, 4 if _regs_a(dtype, A_KM, B_KM) else 1,
@@ -2129,10 +2129,11 @@ NARROW_PINGPONG = True
 # and adds a slice in two n128 halves (``promote_n``); B multicast where its rows are slow.
 # Block-wise scales are loaded two slices before their add (8192^3: 0.862 of per-tensor
 # `_scaled_mm` against 0.846 one slice ahead; benchmarks/results/ab_fp8_scale_lead_h100.log).
-# Per-tensor into a 16-bit C, 128x192 sums two slices (256 of K) before each add, the consumers'
+# Per-tensor into a bf16 C, 128x192 sums two slices (256 of K) before each add, the consumers'
 # adds a slice apart: 8192^3 1.00 of `_scaled_mm` against 0.975 slice by slice; its rel_err into
-# fp32 1.6x `_scaled_mm`'s (which adds every 128 of K), into bf16 the same: the output's rounding
-# is 8x the difference (benchmarks/results/ab_fp8_every2_s35_h100.log). Into fp32, every slice.
+# fp32 1.6x `_scaled_mm`'s (which adds every 128 of K), into bf16 the same: bf16's rounding is 8x
+# the difference (benchmarks/results/ab_fp8_every2_s35_h100.log). Into fp16 (rounding 8x finer
+# than bf16's, as large as the difference) and fp32, every slice.
 FP8_CONFIGS = tuple(RUNG7.replace(promote=True, scale_lead=2, **kw) for kw in (
     dict(bn=192, promote_every=2), {}, dict(bn=128, max_stages=6), dict(bn=128, max_stages=6, cluster=2)))
 

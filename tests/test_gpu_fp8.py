@@ -94,7 +94,7 @@ def test_split_k_applies_the_scales_once():
 @pytest.mark.parametrize("tile", ["auto", "128x192"])
 def test_like_scaled_mm(tile):
     """Within a little of cuBLASLt's own error on the same inputs (long K: accumulation); the
-    128x192 tile, forced, sums two slices before each add into 16-bit outputs."""
+    128x192 tile, forced, sums two slices before each add into bf16 outputs."""
     g = torch.Generator(device="cuda").manual_seed(5)
     a, sa = quantize(torch.randn(512, 16384, device="cuda", generator=g), E4M3)
     w, sb = quantize(torch.randn(1024, 16384, device="cuda", generator=g), E4M3)

@@ -138,9 +138,10 @@ def test_fp8_kernels(cfg, da, db, instr):
     assert c.count("QGMMA") == (turn + extra) * 4 * (cfg.wg_m // 64) * parts   # consumer's first slice and
     assert c.count("FADD") >= cfg.acc_regs                             # the K left over, a slice each)
     if cfg.promote_every > 1:
-        # into fp32 every slice is added (the grouped loop is for 16-bit outputs only)
-        c32 = compile_cubin(hopper.wgmma_kernel(cfg, da, "float32", False, True, True, True, SCALED, False, False, db))
-        assert c32.count("QGMMA") == turn * 4 * (cfg.wg_m // 64) and c32.spill_bytes == 0
+        # into fp32 or fp16 every slice is added (the grouped loop is for bf16 outputs only)
+        c1 = compile_cubin(hopper.wgmma_kernel(cfg, da, "float16" if db else "float32", False, True, True, True,
+                                               SCALED, False, False, db))
+        assert c1.count("QGMMA") == turn * 4 * (cfg.wg_m // 64) and c1.spill_bytes == 0
 
 
 @pytest.mark.parametrize("cfg", hopper.scaled_pool(hopper.FP8_CONFIGS, "block"),
