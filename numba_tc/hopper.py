@@ -665,7 +665,17 @@ def promoted_turn(block: bool, cluster: int) -> int:
 
 
 @lru_cache(maxsize=None)
-def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=1, EVERY=1):
+def _promoter(NACC):
+    """``add(n, pacc, base)``: a slice's sums (accumulators NACC.. NACC+n-1) added to the fp32
+    accumulators from ``base``, written out."""
+    @device
+    def add_one(i, pacc, base):
+        pacc[base + i] += pacc[NACC + i]
+    return unrolled(add_one, 128)
+
+
+@lru_cache(maxsize=None)
+def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=1):
     """The mainloop of fp8 with promotion: each K slice's sum goes to accumulators of its own
     (``issue``, ``make_slice_group``'s, writes NACC // PARTS of them from NACC on, starting from
     zero) and, once its wgmma is done, is added to the fp32 accumulators 0..NACC-1: fp8 wgmma
@@ -676,21 +686,13 @@ def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=
     the slice is issued and added in two n128 halves in turn (A read from shared memory for
     each: loading it into registers once, for wgmma's register-A form, measured slower). With
     block-wise scales (``BLOCK``: ``_block_scaler``'s (BN, SLOT)) the add multiplies by the
-    slice's scales, loaded ``LEAD`` slices ahead (``WgmmaConfig.scale_lead``). Per-tensor,
-    ``EVERY`` slices are summed before each add (``WgmmaConfig.promote_every``), the second
-    consumer's groups a slice after the first's, so that one's adds fall while the other's
-    wgmma runs."""
-    if EVERY > 1 and (BLOCK is not None or PARTS > 1):
-        raise ValueError("promote_every > 1: per-tensor scales on a tile promoted whole")
+    slice's scales, loaded ``LEAD`` slices ahead (``WgmmaConfig.scale_lead``). (Two slices an
+    add: ``make_grouped_mainloop``.)"""
     advance = _advancer(S)
     release = _releaser(CL)
     P = NACC // PARTS
     TURN = promoted_turn(BLOCK is not None, CL)
-
-    @device
-    def add_one(i, pacc, base):
-        pacc[base + i] += pacc[NACC + i]
-    add = unrolled(add_one, 128)
+    add = _promoter(NACC)
     if BLOCK is not None:
         load_scales, add_scaled_one = _block_scaler(*BLOCK, NACC)
         add_scaled = unrolled(add_scaled_one, 128)
@@ -705,26 +707,6 @@ def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=
             add_scaled(P, pacc, sc, bn0 & 127 if PARTS == 1 else 0, lane, h * P)   # (halves: bn0 % 256 == 0)
         else:
             add(P, pacc, h * P)
-
-    @device
-    def issue_one(j, pacc, sbase, bars, s, ph, a_row0):
-        i = s + j - (S if s + j >= S else 0)
-        mbar_wait(bars + 8 * i, ph ^ (1 if s + j >= S else 0))
-        issue(pacc, sbase + i * STAGE, a_row0, 0, 0 if j == 0 else 1)
-    issue_n = unrolled(issue_one, 4)
-
-    @device
-    def group(n, pacc, sbase, bars, s, ph, a_row0, lane):
-        """n slices from stage s (n a constant after inlining) summed as one group, then added."""
-        issue_n(n, pacc, sbase, bars, s, ph, a_row0)
-        wgmma_wait(0)
-        if lane == 0:
-            for j in range(n):
-                release(bars + 8 * (S + (s + j) % S))
-        add(P, pacc, 0)
-        if s + n >= S:
-            return s + n - S, ph ^ 1
-        return s + n, ph
 
     @device
     def step(pacc, sbase, bars, s, ph, t, ktiles, a_row0, lane, k0, row, bn0, ep, sc, later):
@@ -746,24 +728,6 @@ def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=
         if BLOCK is not None:
             s1, ph1 = advance(s, ph)
         return s1, ph1, later if LEAD == 2 else nxt, nxt
-
-    @device
-    def mainloop_groups(pacc, sbase, bars, s, ph, ktiles, a_row0, lane, k0, row, bn0, ep):
-        """Per-tensor, EVERY slices a group, in turns of 4 slices (the second consumer's first
-        group a slice); the K left over, a slice a group."""
-        t = 0
-        if a_row0 != 0 and ktiles > 0:
-            s, ph = group(1, pacc, sbase, bars, s, ph, a_row0, lane)
-            t = 1
-        while t + 4 <= ktiles:
-            s, ph = group(EVERY, pacc, sbase, bars, s, ph, a_row0, lane)
-            if EVERY == 2:
-                s, ph = group(EVERY, pacc, sbase, bars, s, ph, a_row0, lane)
-            t += 4
-        while t < ktiles:
-            s, ph = group(1, pacc, sbase, bars, s, ph, a_row0, lane)
-            t += 1
-        return s, ph
 
     @device
     def mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0, lane, k0, row, bn0, ep):
@@ -790,7 +754,56 @@ def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=
                                             sc, later)
                     t += 1
         return s, ph
-    return mainloop_groups if EVERY > 1 else mainloop
+    return mainloop
+
+
+@lru_cache(maxsize=None)
+def make_grouped_mainloop(issue, S, STAGE, CL, NACC, EVERY):
+    """``make_promoted_mainloop``'s per-tensor loop with EVERY slices summed before each add
+    (``WgmmaConfig.promote_every``: fewer drains of the consumer's wgmma), the second consumer's
+    groups a slice after the first's, so that one's add falls while the other's wgmma runs. A
+    group holds its stages until its add."""
+    release = _releaser(CL)
+    add = _promoter(NACC)
+
+    @device
+    def issue_one(j, pacc, sbase, bars, s, ph, a_row0):
+        i = s + j - (S if s + j >= S else 0)
+        mbar_wait(bars + 8 * i, ph ^ (1 if s + j >= S else 0))
+        issue(pacc, sbase + i * STAGE, a_row0, 0, 0 if j == 0 else 1)
+    issue_n = unrolled(issue_one, 4)
+
+    @device
+    def group(n, pacc, sbase, bars, s, ph, a_row0, lane):
+        """n slices from stage s (n a constant after inlining) summed as one group, then added."""
+        issue_n(n, pacc, sbase, bars, s, ph, a_row0)
+        wgmma_wait(0)
+        if lane == 0:
+            for j in range(n):
+                release(bars + 8 * (S + (s + j) % S))
+        add(NACC, pacc, 0)
+        if s + n >= S:
+            return s + n - S, ph ^ 1
+        return s + n, ph
+
+    @device
+    def mainloop_groups(pacc, sbase, bars, s, ph, ktiles, a_row0, lane, k0, row, bn0, ep):
+        """Per-tensor, EVERY slices a group, in turns of 4 slices (the second consumer's first
+        group a slice); the K left over, a slice a group."""
+        t = 0
+        if a_row0 != 0 and ktiles > 0:
+            s, ph = group(1, pacc, sbase, bars, s, ph, a_row0, lane)
+            t = 1
+        while t + 4 <= ktiles:
+            s, ph = group(EVERY, pacc, sbase, bars, s, ph, a_row0, lane)
+            if EVERY == 2:
+                s, ph = group(EVERY, pacc, sbase, bars, s, ph, a_row0, lane)
+            t += 4
+        while t < ktiles:
+            s, ph = group(1, pacc, sbase, bars, s, ph, a_row0, lane)
+            t += 1
+        return s, ph
+    return mainloop_groups
 
 
 def _source_geometry(MI, BN, OUT_ITEM, ITEM=4):
@@ -1232,6 +1245,18 @@ def _b_source(ASYNC_B):
     return source
 
 
+def _promoted_mainloop(cfg: WgmmaConfig, issue, epi, out_dtype: str, split: bool, S: int, STAGE: int, NACC: int):
+    """The promoted mainloop a kernel of ``cfg`` runs: block-wise scales (``epi``) multiply each
+    slice's add, loaded ``cfg.scale_lead`` slices ahead (one in a split-K kernel: two spilled the
+    second set there); per-tensor into bf16, ``cfg.promote_every`` slices an add (into fp16 or fp32,
+    whose rounding would show the longer sums' error, and in split-K partials: every slice)."""
+    block = (cfg.bn, epi.slots().index("M")) if epi.scales == "block" else None
+    if cfg.promote_every > 1 and block is None and out_dtype == "bfloat16":
+        return make_grouped_mainloop(issue, S, STAGE, cfg.cluster, NACC, cfg.promote_every)
+    return make_promoted_mainloop(issue, S, STAGE, cfg.cluster, NACC, cfg.bn // cfg.promote_n, block,
+                                  1 if split else cfg.scale_lead)
+
+
 @kernel_factory
 def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: bool, vc: bool,
                  tma_c: bool = False, epi=PLAIN, split: bool = False, batch: bool = False, dtype_b=None,
@@ -1284,12 +1309,8 @@ def wgmma_kernel(cfg: WgmmaConfig, dtype: str, out_dtype: str, ta: bool, tb: boo
     store, drain = make_epilogue_part(MI, BN, out_dtype, vc, cfg.tma_store and tma_c, cfg.epi_boxes, epi, batch,
                                       trans_c, cfg.epi_source, stager)
     if cfg.promote:
-        block = (BN, epi.slots().index("M")) if epi.scales == "block" else None
-        PN = cfg.promote_n
-        issue = make_slice_group(dtype, A_KM, B_KM, MI, PN, A_BYTES, dtype_b, NACC)
-        lead = 1 if split else cfg.scale_lead        # (a split-K kernel spilled the second set)
-        every = cfg.promote_every if block is None and out_dtype == "bfloat16" else 1     # (FP8_CONFIGS)
-        mainloop = make_promoted_mainloop(issue, S, STAGE, CL, NACC, BN // PN, block, lead, every)
+        issue = make_slice_group(dtype, A_KM, B_KM, MI, cfg.promote_n, A_BYTES, dtype_b, NACC)
+        mainloop = _promoted_mainloop(cfg, issue, epi, out_dtype, split, S, STAGE, NACC)
     else:
         mainloop = make_mainloop(consume, S, STAGE, CL, 4 if _regs_a(dtype, A_KM, B_KM) else 1,
                                  stager and stager[0], cfg.epi_lead, cfg.epi_spread)
