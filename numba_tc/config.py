@@ -379,8 +379,8 @@ class WgmmaConfig:
         _need(not self.promote or self.producer, "promoted accumulation builds on the producer warpgroup")
         _need(self.scale_lead in (1, 2), f"scale_lead={self.scale_lead}: 1 or 2 slices")
         _need(self.promote_every in (1, 2), f"promote_every={self.promote_every}: 1 or 2 slices")
-        _need(self.promote_every < self.stages, f"promote_every={self.promote_every}: a group holds its stages "
-              f"until its add; {self.stages} stages")
+        _need(self.promote_every == 1 or self.promote_every < self.stages,
+              f"promote_every={self.promote_every}: a group holds its stages until its add; {self.stages} stages")
         _need(self.promote_every == 1 or (self.promote and self.promote_n == self.bn and not self.pingpong),
               "promote_every > 1: a promoted tile added whole (not in halves), its consumers on one tile")
         _need(not self.promote or self.promote_n == self.bn or self.wg_m == 64,

@@ -763,6 +763,8 @@ def make_grouped_mainloop(issue, S, STAGE, CL, NACC, EVERY):
     (``WgmmaConfig.promote_every``: fewer drains of the consumer's wgmma), the second consumer's
     groups a slice after the first's, so that one's add falls while the other's wgmma runs. A
     group holds its stages until its add."""
+    if EVERY != 2:
+        raise ValueError(f"EVERY={EVERY}: the grouped loop's turn is two groups of two slices")
     release = _releaser(CL)
     add = _promoter(NACC)
 
@@ -2151,10 +2153,10 @@ NARROW_PINGPONG = True
 # Block-wise scales are loaded two slices before their add (8192^3: 0.862 of per-tensor
 # `_scaled_mm` against 0.846 one slice ahead; benchmarks/results/ab_fp8_scale_lead_h100.log).
 # Per-tensor into a bf16 C, 128x192 sums two slices (256 of K) before each add, the consumers'
-# adds a slice apart: 8192^3 1.00 of `_scaled_mm` against 0.975 slice by slice; its rel_err into
-# fp32 1.6x `_scaled_mm`'s (which adds every 128 of K), into bf16 the same: bf16's rounding is 8x
-# the difference (benchmarks/results/ab_fp8_every2_s35_h100.log). Into fp16 (rounding 8x finer
-# than bf16's, as large as the difference) and fp32, every slice.
+# adds a slice apart: 8192^3 1.00 of `_scaled_mm` against 0.975 slice by slice. Its sums' error
+# (measured into fp32 before fp32 was kept to every slice) 1.6x `_scaled_mm`'s, which adds every
+# 128 of K; bf16's rounding is 8x that error, so into bf16 the same (benchmarks/results/
+# ab_fp8_every2_s35_h100.log). Into fp16 (rounding 8x finer than bf16's) and fp32, every slice.
 FP8_CONFIGS = tuple(RUNG7.replace(promote=True, scale_lead=2, **kw) for kw in (
     dict(bn=192, promote_every=2), {}, dict(bn=128, max_stages=6), dict(bn=128, max_stages=6, cluster=2)))
 

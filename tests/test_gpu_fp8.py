@@ -119,7 +119,8 @@ def test_grouped_promotion_is_the_same_on_streams_and_graphs():
     v = numba_tc.variant_from(hopper.FP8_CONFIGS[0], "fp8_grouped_192", splits=1)
     want = (a.double() * sa.double()) @ (b.double() * sb.double())
     first = numba_tc.gemm(a, b, v, scale_a=sa, scale_b=sb)
-    assert _rel(first, want) < TOL
+    ref = torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+    assert _rel(first, want) <= 1.1 * _rel(ref, want)         # (not promoted at all: ~1.3x)
     for _ in range(5):
         assert torch.equal(numba_tc.gemm(a, b, v, scale_a=sa, scale_b=sb), first)
     s = torch.cuda.Stream()
@@ -260,7 +261,8 @@ def test_every_fp8_tile(cfg, scaling, splits):
     # halves: N = 777 leaves the last tile's right half wholly past C's edge, N = 300 partly), with
     # split-K, per-tensor and block-wise scales, bf16 and fp32 out
     v = numba_tc.variant_from(cfg, f"fp8_tile_{cfg.bn}_{cfg.max_stages}_{cfg.cluster}_{splits}", splits=splits)
-    for m, n, k in [(1000, 777, 1000), (300, 300, 2048), (200, 200, 384)]:     # (K in 8, 16 and 3 slices)
+    for m, n, k in [(1000, 777, 1000), (300, 300, 2048), (200, 200, 384), (130, 200, 256), (130, 70, 100)]:
+        # (K in 8, 16, 3, 2 and 1 slices: the grouped loop's turns, leftovers and first groups)
         for out_dtype, tol in (("bfloat16", TOL), ("float32", TOL32)):
             if scaling == "block":
                 a, b, sa, sb, want = _block_problem(m, n, k, seed=m + k + splits)

@@ -216,6 +216,8 @@ def test_fp8_configuration_rules():
                     (dict(bn=192, promote_every=2, promote=False), "whole")):
         with pytest.raises(ConfigError, match=msg):
             r7.replace(**{"promote": True, **kw})
+    with pytest.raises(ValueError, match="two groups of two"):     # (its turn is written for two)
+        hopper.make_grouped_mainloop(None, 4, 0, 1, 96, 3)
 
 
 def test_fp8_operands_are_copied_unless_k_major():
