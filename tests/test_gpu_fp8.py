@@ -113,7 +113,7 @@ def test_grouped_promotion_is_the_same_on_streams_and_graphs():
     # group holding two stages of the ring): run after run, on a side stream and replayed from a
     # CUDA graph, the same bits (a stage reused before its group is done would change them)
     g = torch.Generator(device="cuda").manual_seed(8)
-    m, n, k = 1800, 2900, 4224                      # (33 slices: a group's remainder; ragged tiles)
+    m, n, k = 1808, 2912, 4224              # (33 slices: a group's remainder; ragged tiles; _scaled_mm's 16s)
     a, sa = _operand(m, k, False, E4M3, g)
     b, sb = _operand(k, n, True, E4M3, g)
     v = numba_tc.variant_from(hopper.FP8_CONFIGS[0], "fp8_grouped_192", splits=1)
@@ -274,6 +274,6 @@ def test_every_fp8_tile(cfg, scaling, splits):
             out = torch.full((m, n), float("nan"), device="cuda", dtype=getattr(torch, out_dtype))
             numba_tc.gemm(a, b, v, scale_a=sa, scale_b=sb, out=out)
             path = numba_tc.explain(a, b, v, out=out, scale_a=sa, scale_b=sb)
-            assert ("split-K" in path) == (splits > 1), path
+            assert ("split-K" in path) == (splits > 1 and k > 128), path      # (a slice can't split)
             assert not torch.isnan(out).any(), (m, n, k, out_dtype, path)
             assert _rel(out, want) < tol, (m, n, k, out_dtype, path)
