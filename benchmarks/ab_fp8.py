@@ -7,11 +7,12 @@ per-tensor scales of the same matrices (issue 20's reference). ``--kernels``: th
 ``_scaled_mm`` runs (torch.profiler), their tile in the name.
 
 ``--fp32 M,N,K``: first, each per-tensor candidate's rel_err with fp32 out at that shape, beside
-``_scaled_mm``'s (bf16 out rounds away the accumulation's error; fp32 out shows it). A kernel
-into fp32 adds every slice whatever its ``promote_every`` (``hopper._promoted_mainloop``).
+``_scaled_mm``'s (bf16 out rounds away the accumulation's error; fp32 out shows it); ``--err-dtype
+float16``: with that output instead. A kernel into fp32 or fp16 adds every slice whatever its
+``promote_every`` (``hopper._promoted_mainloop``).
 
     python benchmarks/ab_fp8.py [--shapes 4096,4096,4096 8192,8192,8192] [--block] [--also SPEC ..] [--kernels]
-                                [--fp32 M,N,K]
+                                [--fp32 M,N,K [--err-dtype float16]]
 """
 from __future__ import annotations
 
@@ -71,17 +72,18 @@ def inputs(m, n, k, block: bool):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--shapes", nargs="+", default=["4096,4096,4096", "8192,8192,8192"])
+    p.add_argument("--shapes", nargs="*", default=["4096,4096,4096", "8192,8192,8192"])
     p.add_argument("--block", action="store_true", help="block-wise scales")
     p.add_argument("--also", nargs="*", default=[], help='more tiles: "key=value,..." of RUNG7.replace')
     p.add_argument("--kernels", action="store_true", help="print the kernels _scaled_mm runs, and stop")
     p.add_argument("--fp32", help="M,N,K: rel_err with fp32 out first, per-tensor")
+    p.add_argument("--err-dtype", default="float32", help="--fp32's output type (float32, float16)")
     args = p.parse_args()
     if args.kernels:
         return kernels(args.shapes)
     cands = candidates(args.block, args.also)
     if args.fp32:
-        fp32_errors(cands, *map(int, args.fp32.split(",")))
+        out_errors(cands, *map(int, args.fp32.split(",")), getattr(torch, args.err_dtype))
     for shape in args.shapes:
         m, n, k = map(int, shape.split(","))
         a, b, sa, sb, want, refs = inputs(m, n, k, args.block)
@@ -105,17 +107,18 @@ def main():
                   f"_scaled_mm per-tensor  rel_err {e:.2e}", flush=True)
 
 
-def fp32_errors(cands, m, n, k):
+def out_errors(cands, m, n, k, dtype=torch.float32):
     """rel_err of each candidate and of ``_scaled_mm`` (with and without its fast accumulation)
-    with fp32 out, per-tensor scales, at m x n x k."""
+    with ``dtype`` out, per-tensor scales, at m x n x k."""
     a, b, sa, sb, want, _ = inputs(m, n, k, False)
+    tag = {torch.float32: "fp32", torch.float16: "fp16"}[dtype]
     for name, v in cands.items():
-        out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float32)
+        out = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
         numba_tc.gemm(a, b, v, scale_a=sa, scale_b=sb, out=out)
-        print(f"{m}x{n}x{k} fp32 out {name[:60]:<60} rel_err {_rel(out, want):.3e}", flush=True)
+        print(f"{m}x{n}x{k} {tag} out {name[:60]:<60} rel_err {_rel(out, want):.3e}", flush=True)
     for fast in (False, True):
-        out = torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.float32, use_fast_accum=fast)
-        print(f"{m}x{n}x{k} fp32 out torch._scaled_mm{' fast_accum' if fast else '':<45} rel_err "
+        out = torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=dtype, use_fast_accum=fast)
+        print(f"{m}x{n}x{k} {tag} out torch._scaled_mm{' fast_accum' if fast else '':<45} rel_err "
               f"{_rel(out, want):.3e}", flush=True)
 
 

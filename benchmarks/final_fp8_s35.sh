@@ -1,4 +1,4 @@
-# Session 35, H100: hopper's fp8 128x192 now sums two slices per add into 16-bit outputs
+# Session 35, H100: hopper's fp8 128x192 now sums two slices per add into bf16 outputs
 # (promote_every=2). A/B at 8192^3 and another shape, the per-tensor records, and the GPU tests of
 # every fp8 tile. (Run with one more candidate, an experiment not kept: --also
 # "bn=192,promote=1,scale_lead=2,promote_every=2,promote_early=1"; benchmarks/NOTES.md, session 35.)
