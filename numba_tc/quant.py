@@ -55,154 +55,14 @@ from numba import cuda
 from numba.extending import register_jitable
 
 from .arrays import array_kind, describe
-from .epilogue import code_digest, is_device_function
+from .qformat import (ACT_DTYPES, FORMATS, GROUPS, INT4, INT4_ZP, INT8, NF4_LEVELS, ORDERS, SCALE_DTYPES, SCALE_KIND,
+                      TILE_N, Format, UserDecode, element_of, get_format, user_format)
 from .fp8 import _configured, _input_view, _load_bf16, _load_float, _new, _numba_view, _placed
 from .schedule import cdiv
 
 __all__ = ["Format", "UserDecode", "INT4", "INT4_ZP", "INT8", "FORMATS", "get_format", "user_format",
            "QuantizedWeight", "quantize", "pack", "unpack", "dequantize", "reference", "from_gptq", "from_awq",
            "element_of", "SCALE_DTYPES", "ACT_DTYPES", "GROUPS", "TILE_N", "NF4_LEVELS"]
-
-TILE_N = 16                  # output features per tile (the mma's M)
-K_STEP = 16                  # K per mma step
-LANES = 32
-WORDS = 4                    # 32-bit words a lane loads per tile and chunk (16 bytes)
-SCALE_DTYPES = ("bfloat16", "float16", "float32")
-ACT_DTYPES = ("bfloat16", "float16")
-GROUPS = (0, 32, 64, 128, 256)     # 0: one group per row (per channel)
-ORDERS = {"magic": 0, "lut": 1, "bytes": 2}
-_SCALE_KIND = {"float32": 0, "float16": 1, "bfloat16": 2}
-
-# QLoRA's NormalFloat4 levels (Dettmers et al. 2023, bitsandbytes' table), for examples and tests
-NF4_LEVELS = (-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453, -0.28444138169288635,
-              -0.18477343022823334, -0.09105003625154495, 0.0, 0.07958029955625534, 0.16093020141124725,
-              0.24611230194568634, 0.33791524171829224, 0.44070982933044434, 0.5626170039176941,
-              0.7229568362236023, 1.0)
-
-
-@dataclass(frozen=True)
-class UserDecode:
-    """A user's decode function, equal and keyed by its code (``epilogue.code_digest``)."""
-    name: str
-    digest: str
-    fn: Any = field(repr=False, compare=False, hash=False)
-
-
-@dataclass(frozen=True)
-class Format:
-    """A weight format as data (its repr is part of a kernel's key). ``bits``: of a code; ``zeros``:
-    an integer zero point per group; ``user``: a user's decode function of 4-bit codes."""
-    name: str
-    bits: int
-    zeros: bool = False
-    user: Optional[UserDecode] = None
-
-    @property
-    def chunk_k(self) -> int:
-        """K per 16-byte load of a lane: four k16 steps of 4-bit codes, two of 8-bit ones."""
-        return 64 if self.bits == 4 else 32
-
-    @property
-    def order(self) -> str:
-        """How a word's codes are ordered for the kernel's conversion (module docstring)."""
-        return "lut" if self.user is not None else ("magic" if self.bits == 4 else "bytes")
-
-    @property
-    def offset(self) -> int:
-        """The code of the value 0 of a built-in format without zero points."""
-        return 1 << (self.bits - 1)
-
-    @property
-    def qmax(self) -> int:
-        return (1 << self.bits) - 1
-
-    def levels(self) -> np.ndarray:
-        """The value of each code before its scale, float64 (without zero points)."""
-        if self.user is None:
-            return np.arange(self.qmax + 1, dtype=np.float64) - self.offset
-        return _user_levels(self.user.fn)
-
-
-INT4 = Format("int4", 4)
-INT4_ZP = Format("int4_zp", 4, zeros=True)
-INT8 = Format("int8", 8)
-FORMATS = {f.name: f for f in (INT4, INT4_ZP, INT8)}
-
-
-def get_format(fmt) -> Format:
-    """A ``Format`` from itself or a built-in name; ValueError naming the choices."""
-    if isinstance(fmt, Format):
-        return fmt
-    if isinstance(fmt, str) and fmt in FORMATS:
-        return FORMATS[fmt]
-    raise ValueError(f"format {fmt!r}: use one of {', '.join(map(repr, FORMATS))} or "
-                     "numba_tc.quant.user_format(decode)")
-
-
-def _user_levels(fn) -> np.ndarray:
-    py = getattr(fn, "py_func", fn)
-    try:
-        vals = np.array([float(py(c)) for c in range(16)], dtype=np.float64)
-    except Exception as e:
-        raise TypeError(f"decode({getattr(py, '__name__', 'fn')}) must map a code 0..15 to a number "
-                        f"(called on the host to quantize): {type(e).__name__}: {e}") from e
-    if not np.all(np.isfinite(vals)) or not np.any(vals != 0):
-        raise ValueError(f"decode must give finite values, not all zero, for codes 0..15; got {vals.tolist()}")
-    return vals
-
-
-def user_format(decode, name: Optional[str] = None) -> Format:
-    """A 4-bit format of the user's own: ``decode``, a ``numba.cuda.jit(device=True)`` function
-    ``decode(code) -> value`` for codes 0..15; an element's weight is ``decode(q) * s`` with its
-    group's scale ``s``. ``quantize`` picks each element's nearest value (scale: the group's
-    largest magnitude over the largest value's). Example (QLoRA's NF4)::
-
-        NF4 = np.array(numba_tc.quant.NF4_LEVELS, np.float32)
-
-        @cuda.jit(device=True)
-        def nf4(code):
-            return NF4[code]
-
-        fmt = numba_tc.quant.user_format(nf4)
-    """
-    if not is_device_function(decode):
-        raise TypeError(f"decode must be a numba.cuda.jit(device=True) function decode(code) -> value, "
-                        f"got {type(decode).__name__}")
-    _user_levels(decode)                       # (checked now: a clear error before any kernel)
-    py = getattr(decode, "py_func", decode)
-    return Format(name or py.__name__, 4, user=UserDecode(py.__qualname__, code_digest(decode), decode))
-
-
-# --- the layout ------------------------------------------------------------------------------------
-
-@register_jitable
-def element_of(wi, j, kc, order):
-    """(n, k) of code ``j`` of packed word ``wi`` (``order``: ``ORDERS``' value; ``kc``: chunks
-    of K). Integer arithmetic only: NumPy arrays of word and code indices give arrays."""
-    s = wi % WORDS
-    lane = (wi // WORDS) % LANES
-    tc = wi // (WORDS * LANES)
-    c = tc % kc
-    mt = tc // kc
-    g = lane // 4
-    t = lane % 4
-    if order == 2:                  # bytes: two words per k16 step, register r = bytes 2r, 2r+1
-        b = 4 * (s % 2) + j
-        r = b // 2
-        h = b % 2
-        k0 = 32 * c + 16 * (s // 2)
-    elif order == 1:                # lut: register r = nibbles 2r, 2r+1 (byte r)
-        r = j // 2
-        h = j % 2
-        k0 = 64 * c + 16 * s
-    else:                           # magic: register r = nibbles r, r + 4
-        r = j % 4
-        h = j // 4
-        k0 = 64 * c + 16 * s
-    n = TILE_N * mt + g + 8 * (r % 2)
-    k = k0 + 4 * t + 2 * (r // 2) + h
-    return n, k
-
 
 def padded(fmt: Format, n: int, k: int, group: int):
     """(N padded to whole tiles, K padded to whole chunks and groups, chunks)."""
@@ -530,7 +390,7 @@ def _quantize_gpu(w, kind, n, k, dt, fmt, group, scale_dtype):
         lev = cuda.to_device(_levels32(fmt), stream=stream)
         _configured(_QK[dt], _grid(n * groups), THREADS, stream)(
             _input_view(w, kind, dt, stream), _numba_view(codes), _numba_view(sbits), _numba_view(zeros), n, k,
-            group or k, groups, _fmt_id(fmt), _SCALE_KIND[scale_dtype], np.float32(_qrange(fmt)), lev)
+            group or k, groups, _fmt_id(fmt), SCALE_KIND[scale_dtype], np.float32(_qrange(fmt)), lev)
         scales = _bits_to_scales(sbits, kind, w, scale_dtype, stream)
     return pack(codes, scales, zeros if fmt.zeros else None, fmt, group, scale_dtype)
 
@@ -748,7 +608,7 @@ def dequantize(qw: QuantizedWeight, dtype: str = "float32", act_dtype: str = "bf
     _, _, kc = qw.padded
     order, per = ORDERS[fmt.order], _codes_per_word(fmt)
     lev = levels_in(fmt, act_dtype).astype(np.float32)
-    okind = _SCALE_KIND[dtype]
+    okind = SCALE_KIND[dtype]
     with _placed(qw.packed, kind) as stream:
         raw = np.float32 if dtype == "float32" else np.int16
         out = _new(kind, qw.packed, (qw.n, qw.k), raw, stream)
@@ -757,7 +617,7 @@ def dequantize(qw: QuantizedWeight, dtype: str = "float32", act_dtype: str = "bf
         _configured(_dequantize_kernel, _grid(nwords), THREADS, stream)(
             _numba_view(_raw(qw.packed, kind)), _scale_view(qw.scales, kind, qw.scale_dtype),
             _numba_view(_raw(z, kind)), cuda.to_device(lev, stream=stream), _numba_view(out), qw.n, qw.k, kc, order,
-            fmt.bits, per, qw.group_k, _SCALE_KIND[qw.scale_dtype], qw.zeros is not None,
+            fmt.bits, per, qw.group_k, SCALE_KIND[qw.scale_dtype], qw.zeros is not None,
             -1 if fmt.user is not None else fmt.offset, okind)
     if kind == "torch" and dtype != "float32":
         import torch
@@ -908,3 +768,204 @@ def to_torch(qw: QuantizedWeight, device="cuda") -> QuantizedWeight:
         st = t(scales)
     return QuantizedWeight(qw.fmt, qw.n, qw.k, qw.group, qw.scale_dtype, t(np.asarray(qw.packed).view(np.int32)), st,
                            t(qw.zeros))
+
+
+# --- the product --------------------------------------------------------------------------------------
+
+SMALL_ROWS = 64          # x of at most this many rows: the streaming kernel (``qgemm.MAX_ROWS``)
+_PLANS: dict = {}
+
+
+def pick(m: int, n: int, k: int, fmt: Format):
+    """(``qgemm.QConfig``, n8 tiles of x) of the streaming kernel for an M x K x N product: a
+    tile of x per 8 rows; fewer loads in flight as x's fragments take more registers; more warps
+    per block (a finer split of K) where the features make fewer blocks than the GPU has SMs."""
+    from .qgemm import QConfig
+    nt = 1 if m <= 8 else 2 if m <= 16 else 4 if m <= 32 else 8
+    u = {1: 4, 2: 2, 4: 1, 8: 1}[nt]          # (registers: 68-104 at 8 warps, no spills; sass tests)
+    blocks = cdiv(n, TILE_N)
+    warps = 8 if blocks >= 132 or nt == 8 else 16       # (x of 64 rows: 160 registers, 8 warps at most)
+    return QConfig(1, warps, u), nt
+
+
+def _facts(x, kind):
+    from .api import operand_facts
+    return operand_facts(x, kind)
+
+
+def gemm(x, qw: QuantizedWeight, *, out=None, out_dtype=None, stream=None, c=None, alpha: float = 1.0,
+         beta: float = 0.0, bias=None, activation=None, epilogue=None, epilogue_args=(), config=None):
+    """``x @ w.T`` (``F.linear``'s product) with the quantized weight ``qw`` of w (N, K), fused
+    with ``numba_tc.gemm``'s epilogue: ``epilogue(act(alpha * x @ w.T + beta * c + bias), row,
+    col, *epilogue_args)`` (bias of length N per column, as ``nn.Linear``'s).
+
+    x: (M, K) bfloat16 or float16, a GPU array (torch, CuPy, Numba) of ``qw``'s kind and device,
+    rows of unit stride. M <= 64 (decoding): the weight-streaming kernel (``qgemm``); larger: the
+    weight dequantized to x's type in one pass into a temporary, then ``numba_tc.gemm``. The
+    result: (M, N) of x's type (or ``out_dtype`` float32), new or ``out`` (row-major). Runs on
+    the caller's current stream (or ``stream``), caches plans, never synchronizes.
+    ``config``: a ``qgemm.QConfig`` (benchmarks), else ``pick``'s. Inference only: torch tensors
+    that need a gradient raise TypeError."""
+    from . import driver, runtime
+    from .api import _epilogue_facts
+    from .arrays import dtype_name, new_like
+    from .intrinsics import SIMULATOR
+    kind = array_kind(x)
+    if kind == "numpy" or SIMULATOR:
+        raise TypeError("quant.gemm takes GPU arrays (torch, CuPy, Numba); for NumPy see quant.reference")
+    if not isinstance(qw, QuantizedWeight):
+        raise TypeError(f"qw must be a QuantizedWeight (quant.quantize), got {type(qw).__name__}")
+    if qw.kind != kind:
+        raise TypeError(f"x is a {kind} array but the weight's arrays are {qw.kind}: use one kind")
+    if kind == "torch":
+        import torch
+        if torch.is_grad_enabled() and (x.requires_grad or getattr(bias, "requires_grad", False)):
+            raise TypeError("quantized products are for inference: run them under torch.no_grad() "
+                            "(a QuantizedWeight has no gradient)")
+    fx, px = _facts(x, kind)
+    fo, po = (None, 0) if out is None else _facts(out, kind)
+    ekey, run = (None, None)
+    plain = c is None and bias is None and activation is None and epilogue is None and alpha == 1.0 and beta == 0.0
+    if not plain:
+        ekey, run = _epilogue_facts(kind, c, alpha, beta, bias, activation, epilogue, epilogue_args)
+    key = (fx, id(qw), qw.arrays_key(), fo, out is None, None if out_dtype is None else dtype_name(out_dtype),
+           ekey, config)
+    cacheable = plain or run is not None          # (an epilogue whose facts could not be read: no cache)
+    try:
+        hit = _PLANS.get(key) if cacheable else None
+    except TypeError:                             # (an unhashable argument)
+        hit, cacheable = None, False
+    if hit is None:
+        hit = _plan(x, qw, out, out_dtype, kind, (c, alpha, beta, bias, activation, epilogue, epilogue_args),
+                    plain, config)
+        if hit[1] is not None:
+            if run is None:
+                run = hit[1].run
+            hit = hit[:1] + (hit[1].fixed(),) + hit[2:]       # (the cache keeps no call's arrays)
+        if cacheable:
+            if len(_PLANS) > 1024:
+                _PLANS.clear()
+            _PLANS[key] = hit
+    plan, bound, m, n, odt, dev, large = hit
+    with driver.on_device(dev):
+        st = runtime.stream_handle(stream) if stream is not None else runtime.current_stream(kind, dev)
+        if large is not None:
+            return large(x, out, st, stream)
+        if out is None:
+            out = new_like(kind, x, m, n, odt, handle=st, device=dev)
+            po = arrays_address(out, kind)
+        if plan is not None:
+            ep = (0,) if bound is None else bound.values(bound.spec, run)
+            pz = 0 if qw.zeros is None else arrays_address(qw.zeros, kind)
+            plan.run((px, arrays_address(qw.packed, kind), arrays_address(qw.scales, kind), pz, po) + ep, st)
+    return out
+
+
+def arrays_address(x, kind):
+    from .arrays import address
+    return address(x, kind)
+
+
+def _arrays_key(self):
+    """What of a weight's arrays decides a plan: their addresses (a weight re-made at another
+    address is planned again) and shapes."""
+    return tuple(None if a is None else (arrays_address(a, self.kind), tuple(a.shape)) for a in self.arrays())
+
+
+QuantizedWeight.arrays_key = _arrays_key
+
+
+def _plan(x, qw, out, out_dtype, kind, epi_args, plain, config):
+    """(plan, bound epilogue, m, n, out dtype, device, large-product closure or None) for a call."""
+    from . import driver, runtime
+    from .arrays import dtype_name
+    from .epilogue_args import bind
+    from .plan import Plan, Step
+    from .qgemm import MAX_ROWS, qgemm_kernel
+    _, shape, strides, dt, _ = describe(x, "x")
+    if len(shape) != 2:
+        raise ValueError(f"x must be 2-D (rows, K), got shape {tuple(shape)}")
+    if dt not in ACT_DTYPES:
+        raise TypeError(f"x has dtype {dt}; quantized products take {' or '.join(ACT_DTYPES)} activations")
+    m, k = (int(v) for v in shape)
+    if k != qw.k:
+        raise ValueError(f"x has K = {k} but the weight is {qw.n}x{qw.k} (out_features x in_features)")
+    if m > 1 and strides[1] != 1 or (m == 1 and k > 1 and strides[1] != 1):
+        raise ValueError(f"x must have unit stride along K, got strides {tuple(strides)}")
+    lda = int(strides[0]) if m > 1 else k
+    odt = dt if out_dtype is None else dtype_name(out_dtype)
+    if odt not in (dt, "float32"):
+        raise TypeError(f"out_dtype {odt}: the result of {dt} activations is {dt} or float32")
+    n = qw.n
+    ldc = n
+    if out is not None:
+        _, oshape, ostr, odt2, _ = describe(out, "out")
+        if tuple(oshape) != (m, n):
+            raise ValueError(f"out has shape {tuple(oshape)}, expected {(m, n)}")
+        if out_dtype is not None and odt2 != odt:
+            raise TypeError(f"out has dtype {odt2} but out_dtype={odt}")
+        odt = odt2
+        if odt not in (dt, "float32"):
+            raise TypeError(f"out has dtype {odt}; the result of {dt} activations is {dt} or float32")
+        if n > 1 and ostr[1] != 1:
+            raise ValueError("out must be row-major (unit stride along N)")
+        ldc = int(ostr[0]) if m > 1 else n
+    dev = runtime.device_of(x, kind)
+    for name, a in zip(("packed", "scales", "zeros"), qw.arrays()):
+        if a is not None and runtime.device_of(a, kind) != dev:
+            raise ValueError(f"the weight's {name} is on device {runtime.device_of(a, kind)}, x on {dev}")
+    bound = None
+    if not plain:
+        bound = bind(kind, m, n, dt, odt, dev, *epi_args, k=k)
+    if m > MAX_ROWS or m > SMALL_ROWS:
+        return None, bound, m, n, odt, dev, _large(qw, dt, kind, dev, epi_args, odt)
+    if m == 0:
+        return None, bound, m, n, odt, dev, None
+    fmt = qw.fmt
+    cfg, nt = config if config is not None else pick(m, n, k, fmt)
+    np_, kp, kc = qw.padded
+    kcv = cdiv(k, fmt.chunk_k)
+    cpw = cdiv(cdiv(kcv, cfg.warps), cfg.u) * cfg.u
+    ntiles = np_ // TILE_N
+    exact = k % fmt.chunk_k == 0 and lda % 4 == 0 and _facts(x, kind)[1] % 8 == 0
+    spec = bound.spec if bound is not None else None
+    from .epilogue import PLAIN
+    kern = qgemm_kernel(cfg, fmt, dt, qw.scale_dtype, odt, nt, qw.group_k, exact, spec or PLAIN)
+    groups = qw.groups
+    grid = cdiv(ntiles, cfg.tm)
+
+    def args(px, pp, ps, pz, pc, *ep):
+        return (px, pp, ps, pz, pc, m, n, k, lda, ldc, kc, kcv, cpw, ntiles, groups, *ep)
+    with driver.on_device(dev):
+        plan = Plan([Step(kern, grid, cfg.threads, args, label=f"qgemm {fmt.name} {cfg}")], dev, False)
+    plan.variant = "quant"
+    return plan, bound, m, n, odt, dev, None
+
+
+def _large(qw, dt, kind, dev, epi_args, odt):
+    """The product of many rows: the weight dequantized to ``dt`` into a temporary (Npad x Kpad,
+    row-major), then ``numba_tc.gemm`` on its (K, N) view with the epilogue."""
+    from . import api, driver
+    from .arrays import new_like
+    from .plan import Plan, Step
+    from .qgemm import DEQUANT_THREADS, dequant_kernel
+    np_, kp, kc = qw.padded
+    ntiles = np_ // TILE_N
+    kern = dequant_kernel(qw.fmt, dt, qw.scale_dtype, qw.group_k)
+    grid = cdiv(ntiles * kc * 32, DEQUANT_THREADS)
+    n, k = qw.n, qw.k
+
+    def args(pp, ps, pz, pw):
+        return (pp, ps, pz, pw, n, kp, kc, ntiles, qw.groups)
+    with driver.on_device(dev):
+        plan = Plan([Step(kern, grid, DEQUANT_THREADS, args, label=f"dequantize {qw.fmt.name}")], dev, False)
+    c, alpha, beta, bias, activation, epilogue, epilogue_args = epi_args
+
+    def run(x, out, st, stream):
+        w = new_like(kind, x, np_, kp, dt, handle=st, device=dev)
+        pz = 0 if qw.zeros is None else arrays_address(qw.zeros, kind)
+        plan.run((arrays_address(qw.packed, kind), arrays_address(qw.scales, kind), pz, arrays_address(w, kind)), st)
+        wt = w[:n, :k].T
+        return api.gemm(x, wt, out=out, out_dtype=odt, stream=st if stream is None else stream, c=c, alpha=alpha,
+                        beta=beta, bias=bias, activation=activation, epilogue=epilogue, epilogue_args=epilogue_args)
+    return run
