@@ -718,7 +718,7 @@ def from_gptq(qweight, qzeros, scales, group: int, sym: bool = True, zeros_offse
     zero point is 8 (the ``"int4"`` format), else ``"int4_zp"``. NumPy (or torch, read on the
     host) in; NumPy out (move it with ``to_torch``). ``g_idx`` (act-order) is not supported."""
     codes = _nibbles(_host(qweight), 0).T.copy()                     # (N, K)
-    z = _nibbles(_host(qzeros), 1).astype(np.int64) + zeros_offset   # (G, N)
+    z = (_nibbles(_host(qzeros), 1).astype(np.int64) + zeros_offset) & 0xF    # (G, N); v1's z - 1 of 0 wraps
     return _from_checkpoint(codes, z, _host(scales), group, sym, "GPTQ")
 
 
