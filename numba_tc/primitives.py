@@ -114,3 +114,17 @@ for _file, _table in (("memory.cu", MEMORY_SIGNATURES), ("mma.cu", MMA_SIGNATURE
     for _name, _sig in _table.items():
         globals()[_name] = None if SIMULATOR else cuda.declare_device(_name, _sig, link=ptx_source(_file))
     __all__ += list(_table)
+
+# ptx/quant.cu: quantized weights' loads and conversions to mma fragments (sm_80+; qgemm.py)
+QUANT_SIGNATURES = {
+    "ldg_stream_v4": _I32(_FRAG, _I32, _I64),
+    "ldg_v2u32": _I32(_FRAG, _I32, _I64),
+    "ldg_u8": _U32(_I64),
+    "stg_v2u32": _I32(_I64, _U32, _U32),
+    "pack16x2": _U32(_F32, _F32, _I32),
+    "dq_int4": _I32(_FRAG, _I32, _U32, _U32, _U32, _I32),
+    "dq_int8": _I32(_FRAG, _I32, _U32, _U32, _I32),
+}
+for _name, _sig in QUANT_SIGNATURES.items():
+    globals()[_name] = None if SIMULATOR else cuda.declare_device(_name, _sig, link=ptx_source("quant.cu"))
+__all__ += ["QUANT_SIGNATURES"] + list(QUANT_SIGNATURES)

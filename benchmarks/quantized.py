@@ -1,0 +1,197 @@
+"""Quantized-weight products (issue 56) against cuBLAS bf16 and torch's int4 tinygemm, checked
+against float64 first, then timed interleaved; and a Llama-style decoder's greedy decoding.
+
+    python benchmarks/quantized.py --quick --out $OUT/quantized_h200.json     # ~2 minutes
+    python benchmarks/quantized.py --out benchmarks/results/quantized_h200.json
+
+Per case: the weight w (N, K) random, quantized on the GPU (``quant.quantize``); x (batch, K)
+bf16. Correctness: ``rel_err`` = max |y - ref| / max |ref| against the float64 product of the
+exactly dequantized weight (the first 64 rows for large batches). Timing: cuBLAS bf16
+(``F.linear`` of the dequantized bf16 weight: the same problem), ``quant.gemm``, and
+``torch._weight_int4pack_mm`` on the same codes and scales (zero points 0) where it runs,
+interleaved over rounds; each timed loop cycles through enough copies of its weight to exceed
+L2 (a decoding model's layers are never in L2), median per call. Records (one JSON list):
+``{"feature": "quantized", "format", "group", "m", "n", "k", "batch", "ratio_bf16" (cuBLAS bf16
+time / ours), "ratio_tinygemm", "ratio_builtin" (nf4_user: built-in int4 of the same group's
+time / the user's), "rel_err", "us", "plan", "gpu", "commit"}`` and ``{"feature":
+"quantized_decode", "ratio" (int4 tokens/s / bf16 torch's), "layers", "tokens", ...}``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from numba import cuda
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from numba_tc import quant as Q  # noqa: E402
+
+NF4 = np.array(Q.NF4_LEVELS, np.float32)
+
+
+@cuda.jit(device=True)
+def nf4(code):
+    return NF4[code]
+
+
+SHAPES = [(4096, 4096), (4096, 14336), (14336, 4096), (8192, 28672)]      # (K, N): in, out features
+L2_BYTES = 50 << 20
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+    except OSError:
+        return "?"
+
+
+def copies_for(nbytes: int) -> int:
+    return max(1, min(64, math.ceil(3 * L2_BYTES / max(nbytes, 1))))
+
+
+def timed(fns, calls: int) -> float:
+    """Microseconds per call of ``calls`` calls cycling through ``fns``."""
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    for i in range(calls):
+        fns[i % len(fns)]()
+    e1.record()
+    torch.cuda.synchronize()
+    return e0.elapsed_time(e1) * 1e3 / calls
+
+
+def interleaved(methods: dict, rounds: int, calls: int) -> dict:
+    for fns in methods.values():             # warm (compiles, plans)
+        timed(fns, 2)
+    times = {k: [] for k in methods}
+    for _ in range(rounds):
+        for k, fns in methods.items():
+            times[k].append(timed(fns, calls))
+    return {k: float(np.median(v)) for k, v in times.items()}
+
+
+def tinygemm(qw, group):
+    """``torch._weight_int4pack_mm`` on qw's codes and scales (int4, zero 0), or None."""
+    try:
+        codes, scales, _ = Q.unpack(qw)
+        c = codes.to(torch.int32)
+        u8 = ((c[:, ::2] << 4) | c[:, 1::2]).to(torch.uint8)
+        wp = torch.ops.aten._convert_weight_to_int4pack(u8.contiguous(), 8)
+        s = scales.to(torch.bfloat16)
+        sz = torch.stack([s, torch.zeros_like(s)], dim=-1).contiguous()      # (G, N, 2)
+        return lambda x: torch.ops.aten._weight_int4pack_mm(x, wp, group, sz)
+    except Exception as e:                                           # noqa: BLE001
+        print(f"  tinygemm unavailable: {type(e).__name__}: {str(e)[:120]}")
+        return None
+
+
+def rel_err(y, x, qw, rows=64):
+    w = Q.dequantize(qw, "float32", "bfloat16").double()
+    ref = x[:rows].double() @ w.T
+    return float((y[:rows].double() - ref).abs().max() / ref.abs().max())
+
+
+def case(fmt, group, k, n, batch, rounds, calls, builtin_us=None, with_tiny=True):
+    g = torch.Generator(device="cuda").manual_seed(0)
+    w = (torch.randn(n, k, device="cuda", generator=g) / math.sqrt(k)).to(torch.bfloat16)
+    qw = Q.quantize(w, fmt, group)
+    del w
+    x = torch.randn(batch, k, device="cuda", generator=g).to(torch.bfloat16)
+    with torch.no_grad():
+        y = Q.gemm(x, qw)
+        err = rel_err(y, x, qw)
+        wb = Q.dequantize(qw, "bfloat16", "bfloat16")
+        # copies so that each timed loop streams from HBM
+        nq = copies_for(qw.nbytes)
+        qws = [qw] + [Q.QuantizedWeight(qw.fmt, qw.n, qw.k, qw.group, qw.scale_dtype, qw.packed.clone(),
+                                        qw.scales.clone(), None if qw.zeros is None else qw.zeros.clone())
+                      for _ in range(nq - 1)]
+        wbs = [wb] + [wb.clone() for _ in range(copies_for(wb.numel() * 2) - 1)]
+        methods = {"ours": [lambda q=q: Q.gemm(x, q) for q in qws],
+                   "cublas": [lambda v=v: F.linear(x, v) for v in wbs]}
+        tiny_err = None
+        if with_tiny and fmt.name == "int4" and group in (32, 64, 128, 256):
+            t = tinygemm(qw, group)
+            if t is not None:
+                try:
+                    yt = t(x)
+                    tiny_err = rel_err(yt, x, qw)
+                    ts = [t] + [tinygemm(q, group) for q in qws[1:]]
+                    methods["tinygemm"] = [lambda f=f: f(x) for f in ts]
+                except Exception as e:                               # noqa: BLE001
+                    print(f"  tinygemm failed: {type(e).__name__}: {str(e)[:120]}")
+        us = interleaved(methods, rounds, calls)
+    rec = {"feature": "quantized", "format": "nf4_user" if fmt.user is not None else fmt.name, "group": group,
+           "m": batch, "n": n, "k": k, "batch": batch, "ratio_bf16": us["cublas"] / us["ours"], "rel_err": err,
+           "us": us["ours"], "cublas_us": us["cublas"], "weight_bytes": qw.nbytes,
+           "gbps": qw.nbytes / us["ours"] / 1e3}
+    if "tinygemm" in us:
+        rec.update(ratio_tinygemm=us["tinygemm"] / us["ours"], tinygemm_us=us["tinygemm"], tinygemm_rel_err=tiny_err)
+    if builtin_us is not None:
+        rec["ratio_builtin"] = builtin_us / us["ours"]
+    line = (f"{rec['format']:>8} g{group:<3} {k:>5}x{n:<5} batch {batch:>4}: {us['ours']:8.1f} us "
+            f"({rec['gbps']:6.0f} GB/s), cuBLAS bf16 {us['cublas']:8.1f} us -> {rec['ratio_bf16']:5.2f}x")
+    if "tinygemm" in us:
+        line += f", tinygemm {us['tinygemm']:7.1f} us -> {rec['ratio_tinygemm']:5.2f}x"
+    if builtin_us is not None:
+        line += f", built-in int4 {builtin_us:.1f} us -> {rec['ratio_builtin']:.2f}x"
+    print(line + f", rel_err {err:.1e}", flush=True)
+    del qws, wbs
+    torch.cuda.empty_cache()
+    return rec
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="the bar's cases only, few rounds (~2 minutes)")
+    p.add_argument("--out", default=None, help="write the records (a JSON list) here")
+    p.add_argument("--no-decode", action="store_true")
+    a = p.parse_args()
+    gpu = torch.cuda.get_device_name()
+    rounds, calls = (3, 20) if a.quick else (7, 50)
+    recs = []
+    batches = (1, 4, 16) if a.quick else (1, 2, 4, 8, 16, 32, 64)
+    for k, n in SHAPES:
+        for b in batches:
+            recs.append(case(Q.INT4, 128, k, n, b, rounds, calls))
+    for k, n in (SHAPES[:1] + SHAPES[3:]) if a.quick else SHAPES:
+        recs.append(case(Q.INT4, 128, k, n, 2048, rounds, max(3, calls // 5), with_tiny=False))
+    user = Q.user_format(nf4)
+    for k, n in SHAPES[1:3] if a.quick else SHAPES:
+        base = case(Q.INT4, 64, k, n, 1, rounds, calls, with_tiny=False)
+        recs.append(base)
+        recs.append(case(user, 64, k, n, 1, rounds, calls, builtin_us=base["us"]))
+    for k, n in SHAPES[1:2] if a.quick else SHAPES:
+        recs.append(case(Q.INT8, 0, k, n, 1, rounds, calls))
+        recs.append(case(Q.INT4_ZP, 128, k, n, 1, rounds, calls, with_tiny=False))
+    if not a.no_decode:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+        from quantized_llama import compare
+        layers, tokens = (4, 32) if a.quick else (16, 128)
+        b, q, agree = compare(layers, tokens)
+        recs.append({"feature": "quantized_decode", "format": "int4", "group": 128, "ratio": q / b, "bf16_tps": b,
+                     "int4_tps": q, "layers": layers, "tokens": tokens, "tokens_agree": agree,
+                     "model": "Llama-3-8B layer shapes, random weights, CUDA-graph steps"})
+        print(f"decode, {layers} layers: bf16 torch {b:.1f} tok/s, int4 {q:.1f} tok/s -> {q / b:.2f}x "
+              f"(greedy tokens agree for {agree} of {tokens})")
+    c = commit()
+    cmd = " ".join(["python", "benchmarks/quantized.py"] + sys.argv[1:])
+    for r in recs:
+        r.update(gpu=gpu, commit=c, command=cmd)
+    if a.out:
+        os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+        with open(a.out, "w") as f:
+            json.dump(recs, f, indent=1)
+        print(f"wrote {len(recs)} records to {a.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+// Quantized weights (qgemm.py): packed codes to mma.sync A fragments in registers, and the loads
+// that stream the packed weight. One small function per job; Numba ABI as in mma.cu
+// (extern "C" __device__ int f(T* ret, args...), fragments as pointer + element offset, global
+// addresses as 64-bit integers). Kind: 1 = fp16, 2 = bf16 (the activations' type).
+typedef unsigned int u32;
+typedef long long i64;
+typedef unsigned long long u64;
+
+// 16 bytes of the packed weight (PTX ISA 9.7.9.8 ld: .global.nc, .L1::no_allocate, .v4.u32,
+// .L2::cache_hint with a policy from createpolicy, 9.7.9.17): each byte is read once, so it
+// bypasses L1 and is first out of L2, leaving L2 to the activations every block reads.
+extern "C" __device__ int ldg_stream_v4(int* ret, u32* f, int off, i64 gaddr) {
+    u64 pol;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;\n"
+        : "=r"(f[off]), "=r"(f[off + 1]), "=r"(f[off + 2]), "=r"(f[off + 3]) : "l"(gaddr), "l"(pol));
+    return 0;
+}
+
+// 8 bytes of the activations (ld.global.nc.v2.u32, PTX ISA 9.7.9.8): a B fragment of m16n8k16
+// (four consecutive K of one row, in the layout's permuted K order). Read-only while the kernel runs.
+extern "C" __device__ int ldg_v2u32(int* ret, u32* f, int off, i64 gaddr) {
+    asm("ld.global.nc.v2.u32 {%0,%1}, [%2];\n" : "=r"(f[off]), "=r"(f[off + 1]) : "l"(gaddr));
+    return 0;
+}
+
+// One byte (ld.global.nc.u8, PTX ISA 9.7.9.8): a zero point.
+extern "C" __device__ int ldg_u8(u32* ret, i64 gaddr) {
+    unsigned short v;
+    asm("ld.global.nc.u8 %0, [%1];\n" : "=h"(v) : "l"(gaddr));
+    *ret = v;
+    return 0;
+}
+
+// 8 bytes to global memory (st.global.v2.u32, PTX ISA 9.7.9.9): four 16-bit weights of a row
+// (the dequantizing pass's stores).
+extern "C" __device__ int stg_v2u32(int* ret, i64 gaddr, u32 a, u32 b) {
+    asm volatile("st.global.v2.u32 [%0], {%1,%2};\n" :: "l"(gaddr), "r"(a), "r"(b) : "memory");
+    return 0;
+}
+
+// Two floats to one bf16x2 / f16x2 word, lo in the low half (cvt.rn.bf16x2.f32 / cvt.rn.f16x2.f32,
+// PTX ISA 9.7.9.21: the first source goes to the upper half).
+extern "C" __device__ int pack16x2(u32* ret, float lo, float hi, int kind) {
+    if (kind == 1) asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(*ret) : "f"(hi), "f"(lo));
+    else asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(*ret) : "f"(hi), "f"(lo));
+    return 0;
+}
+
+// Eight 4-bit codes to the four A registers of one m16n8k16 step (layout "magic": register r
+// holds nibbles r and r + 4), each the exact integer q - z. lop3 (PTX ISA 9.7.8.6, (a & b) | c =
+// 0xEA) puts a nibble in the low mantissa bits of the magic number M (bf16 128 = 0x4300, fp16
+// 1024 = 0x6400), giving M + q exactly; adding nz = -(M + z) (fma.rn.bf16x2 by 1, add.rn.f16x2:
+// 9.7.4.x) leaves q - z exactly. nz0: rows g (registers 0, 2), nz1: rows g + 8 (1, 3).
+extern "C" __device__ int dq_int4(int* ret, u32* f, int off, u32 q, u32 nz0, u32 nz1, int kind) {
+    const u32 mask = 0x000f000f, ex = kind == 1 ? 0x64006400u : 0x43004300u;
+    u32 r[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+        asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r[i]) : "r"(q >> (4 * i)), "r"(mask), "r"(ex));
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        u32 nz = (i & 1) ? nz1 : nz0;
+        if (kind == 1) asm("add.rn.f16x2 %0, %1, %2;" : "=r"(f[off + i]) : "r"(r[i]), "r"(nz));
+        else asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(f[off + i]) : "r"(r[i]), "r"(0x3F803F80u), "r"(nz));
+    }
+    return 0;
+}
+
+// Eight 8-bit codes (two words, layout "bytes": register r holds bytes 2r, 2r + 1) to the four A
+// registers of one step, each q - 128 exactly. fp16: prmt (PTX ISA 9.7.8.7) puts a byte under
+// the magic 1024 (0x64), then add.rn.f16x2 of -1152. bf16 cannot hold 128 + q exactly, so each
+// byte goes under the fp32 magic 2^23 (0x4B000000), 2^23 + 128 is subtracted in fp32, and
+// cvt.rn.bf16x2.f32 packs the exact integers.
+extern "C" __device__ int dq_int8(int* ret, u32* f, int off, u32 w0, u32 w1, int kind) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        u32 w = i < 2 ? w0 : w1;
+        u32 lo_sel = (i & 1) ? 2u : 0u;
+        if (kind == 1) {
+            u32 v;
+            asm("prmt.b32 %0, %1, %2, %3;" : "=r"(v) : "r"(w), "r"(0x64646464u), "r"(0x4040u | lo_sel | ((lo_sel + 1) << 8)));
+            asm("add.rn.f16x2 %0, %1, %2;" : "=r"(f[off + i]) : "r"(v), "r"(0xE480E480u));
+        } else {
+            u32 a, b;
+            asm("prmt.b32 %0, %1, %2, %3;" : "=r"(a) : "r"(w), "r"(0x4B000000u), "r"(0x7650u | lo_sel));
+            asm("prmt.b32 %0, %1, %2, %3;" : "=r"(b) : "r"(w), "r"(0x4B000000u), "r"(0x7650u | (lo_sel + 1)));
+            float x = __uint_as_float(a) - 8388736.0f, y = __uint_as_float(b) - 8388736.0f;
+            asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(f[off + i]) : "f"(y), "f"(x));
+        }
+    }
+    return 0;
+}
