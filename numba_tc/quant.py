@@ -193,8 +193,18 @@ def _code_of(t, fmt_id, z, levels):
                 best = c
         return best
     top = 255 if fmt_id == 2 else 15
-    q = np.int64(np.rint(t)) + z
+    q = np.int64(_rint(t)) + z
     return max(0, min(q, top))
+
+
+@register_jitable
+def _rint(x):
+    """np.rint (to nearest, ties to even) for device code: numba-cuda has no rint ufunc."""
+    f = math.floor(x)
+    d = x - f
+    if d > 0.5 or (d == 0.5 and f % 2 == 1):
+        f += 1
+    return f
 
 
 _SLAB = 1 << 16                  # packed words per NumPy pass
@@ -362,7 +372,7 @@ def _quantize_kernels(bf16_in: bool):
                     mn = min(mn, v)
                     mx = max(mx, v)
                 bits, s = _scale_of((mx - mn) / np.float32(15), skind)
-                z = max(0, min(np.int64(np.rint(-mn / s)), 15))
+                z = max(0, min(np.int64(_rint(-mn / s)), 15))
                 zeros[gi, r] = z
             else:
                 a = np.float32(0)
