@@ -223,7 +223,7 @@ def test_compile_for_plain_sm_90_skips_the_hopper_ladder_and_says_so(capsys, mon
     from numba_tc import aot
     calls = []
     monkeypatch.setattr(aot, "precompile", lambda vs, archs, *a, **k: calls.append((vs, archs)) or [])
-    assert cli.main(["compile", "--arch", "sm_90", "sm_90a", "--no-progress"]) == 0
+    assert cli.main(["compile", "--all", "--arch", "sm_90", "sm_90a", "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "sm_90: skipping wgmma_tma" in out and "hopper" in out.split("sm_90: skipping")[1].splitlines()[0]
     (vs90, a90), (vs90a, a90a) = calls
