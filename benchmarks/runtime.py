@@ -165,8 +165,8 @@ def main():
     ap.add_argument("--aot-variants", choices=("auto", "all"), default="auto",
                     help="what --modes aot compiles: the variants auto can pick here (default), or all")
     args = ap.parse_args()
-    from numba_tc.bench import commit_id
-    meta = dict(commit=commit_id(), command="python benchmarks/runtime.py " + " ".join(sys.argv[1:]))
+    from numba_tc.bench import stamp
+    meta = dict(stamp(args.json), command="python benchmarks/runtime.py " + " ".join(sys.argv[1:]))
     recs = ((host_records(args.size, args.rounds, meta) if "host" in args.modes else [])
             + (first_call_records(meta) if "first" in args.modes else [])
             + (aot_records(meta, args.aot_variants) if "aot" in args.modes else []))

@@ -80,17 +80,21 @@ def _in_results(path: str) -> bool:
 
 
 def clean_commit(path: Optional[str] = None) -> str:
-    """``commit_id()`` for records written to ``path``. Into benchmarks/results (or with no path)
-    it must name a commit that holds the code measured: DirtyTreeError for an uncommitted tree or
-    no commit at all, unless ``NUMBA_TC_ALLOW_DIRTY=1``. Elsewhere (a scratch file) the commit
-    goes through labelled ``+dirty``."""
+    """``commit_id()`` for records written to ``path``. Into a checkout's benchmarks/results it
+    must name a commit that holds the code measured: DirtyTreeError for an uncommitted tree or no
+    commit at all, unless ``NUMBA_TC_ALLOW_DIRTY=1``. Elsewhere (a scratch file, a GPU machine's
+    output folder) such a commit goes through labelled ``+dirty``/``unknown``, with a warning;
+    ``python benchmarks/records.py check`` refuses those records in the repository."""
     c = commit_id()
-    if (("+dirty" in c or c == "unknown") and (path is None or _in_results(path))
-            and os.environ.get(ALLOW_DIRTY_ENV) != "1"):
+    if "+dirty" in c or c == "unknown":
         why = ("the tree has uncommitted changes: commit them first" if "+dirty" in c else
                "no git commit found: on a machine without .git set NUMBA_TC_COMMIT=<the commit copied there>")
-        raise DirtyTreeError(f"refusing to write records at commit {c!r}: {why} "
-                             f"(or set {ALLOW_DIRTY_ENV}=1 for records labelled '+dirty', not for benchmarks/results)")
+        if path is not None and _in_results(path) and os.environ.get(ALLOW_DIRTY_ENV) != "1":
+            raise DirtyTreeError(f"refusing to write records at commit {c!r} into {path}: {why} (or set "
+                                 f"{ALLOW_DIRTY_ENV}=1 for records labelled '+dirty', not for the repository)")
+        if path is not None:
+            print(f"WARNING: these records name commit {c!r} ({why}): not records for benchmarks/results",
+                  file=sys.stderr, flush=True)
     return c
 
 
@@ -571,6 +575,15 @@ RESULTS_DIR = os.path.join("benchmarks", "results")
 # the newest GPU's file that exists; the older ones stay as history.
 GPUS = ("h200", "h100")
 RESULTS_FILE = os.path.join(RESULTS_DIR, "<gpu>.json")
+
+
+def gpu_tag(name: Optional[str] = None) -> str:
+    """The short name results files use for a GPU: "NVIDIA H200" -> "h200", "NVIDIA H100 80GB HBM3"
+    -> "h100" (default: this machine's GPU)."""
+    import re
+    name = name or _device_name()
+    m = re.search(r"\b(GH200|[HAB]\d{2,3}|L40S?|L4)\b", name)
+    return (m.group(1) if m else name.split()[-1]).lower()
 
 
 def results_name(kind: str, gpu: str) -> str:
