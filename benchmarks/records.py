@@ -203,7 +203,7 @@ def ladders(size=4096):
 
 
 def _duration(s: float) -> str:
-    return f"{s:.0f} s" if s < 90 else f"{s / 60:.0f} min"
+    return f"{s:.0f} s" if s < 600 else f"{s / 60:.0f} min"
 
 
 def compile_times():
@@ -216,8 +216,10 @@ def compile_times():
     for r in latest.values():
         on = f"a machine with an {short_gpu(r['gpu'])} and {r['machine']}" if r.get("gpu") else \
             f"a machine without a GPU ({r['machine']})"
-        out.append(f"`{r['command'].split(' --json')[0]}` on {on}: {r['kernels']} kernels in "
-                   f"{_duration(r['seconds'])} (commit {short(r['commit'])}).")
+        command = re.sub(r" --no-progress| --json \S+", "", r["command"])
+        note = f"; {r['note']}" if r.get("note") else ""
+        out.append(f"`{command}` on {on}: {r['kernels']} kernels in {_duration(r['seconds'])} "
+                   f"(commit {short(r['commit'])}{note}).")
     return "\n".join(out) or "(no compile records yet: python -m numba_tc compile --json benchmarks/results/compile.json)"
 
 

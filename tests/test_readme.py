@@ -335,6 +335,13 @@ def test_every_cited_results_file_or_script_is_here_or_in_git():
         pytest.skip(f"commit {HISTORY} is not in this clone")
     old = {os.path.basename(p) for p in have.stdout.split()}
     now = set(os.listdir(RESULTS)) | set(os.listdir(os.path.dirname(RESULTS)))
+    for f in ("README.md", "ARCHITECTURE.md", os.path.join("benchmarks", "NOTES.md"),
+              os.path.join("benchmarks", "results", "README.md")):      # "git show SHA:benchmarks/X" at its SHA
+        for sha, path in re.findall(r"git show (\w+):(benchmarks/[\w./-]+)", open(os.path.join(ROOT, f)).read()):
+            if "<" not in path and not path.endswith("/"):
+                p = subprocess.run(["git", "cat-file", "-e", f"{sha}:{path}"], cwd=ROOT, capture_output=True)
+                assert p.returncode == 0, f"{f}: git show {sha}:{path} does not exist"
+                now.add(os.path.basename(path))
     generated = re.compile(r"^(?:\w+_)?h\d00(?:x\d)?\.json$|^(?:compile|suite_time|mutation|headline)\.")
     missing = sorted((f, n) for f, n in _cited() if n not in now and n not in old and not generated.match(n)
                      and "nosuch" not in n and "<" not in n)
