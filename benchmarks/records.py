@@ -4,6 +4,8 @@
                                                   # headline picture) from benchmarks/results
     python benchmarks/records.py readme --check   # exit 1 where README.md differs from the records
     python benchmarks/records.py check            # every record names its GPU and a clean commit
+    NUMBA_TC_COMMIT=<sha> python benchmarks/records.py measure --out DIR [--parts ...]   # on a GPU:
+                                                  # this GPU's records into DIR, to copy here
 
 Each GPU's records are files named for it (``h200.json``: ladders and sweeps; ``features_h200.json``,
 ``torch_h200.json``, ...; ``numba_tc.bench.GPUS``, newest first). Every figure of the README's
@@ -299,13 +301,60 @@ def problems() -> List[str]:
     return out
 
 
+# ---------------------------------------------------------------------------------------------
+# measure: every record the README reads, for this machine's GPU, each part one command
+
+def measure_parts(out: str, gpu: str) -> Dict[str, List[List[str]]]:
+    """The commands that make this GPU's records in ``out``, by part (each part fits one
+    10-minute run on an H200)."""
+    py = sys.executable
+    ladders = os.path.join(out, results_name("", gpu))
+    bench = [py, "-m", "numba_tc", "bench", "--no-progress", "--json", ladders]
+    return {
+        "compile": [[py, "-m", "numba_tc", "compile", "--no-progress", "--json", os.path.join(out, "compile.json")]],
+        "ladders": [bench + ["--ladder", "simt", "--sizes", "4096"],
+                    bench + ["--ladder", "mma", "--dtype", "bfloat16", "--sizes", "4096", "8192"],
+                    bench + ["--ladder", "mma", "--dtype", "float16", "--sizes", "4096", "8192"],
+                    bench + ["--ladder", "mma", "--dtype", "tf32", "--sizes", "4096", "8192"],
+                    bench + ["--ladder", "wgmma", "--dtype", "bfloat16", "--sizes", "4096", "8192"],
+                    bench + ["--variants", "hopper", "--dtype", "float16", "--sizes", "4096", "8192"]],
+        "sweep": [[py, "benchmarks/sweep.py", "--dtypes", "bfloat16", "float16", "tf32", "--json", ladders]],
+        "features": [[py, "benchmarks/features.py", "--json", os.path.join(out, results_name("features", gpu))]],
+        "runtime": [[py, "benchmarks/runtime.py", "--modes", "host", "first", "--json",
+                     os.path.join(out, results_name("runtime", gpu))]],
+        "torch": [["bash", "benchmarks/torch_bench.sh", out]],
+    }
+
+
+def measure(out: str, parts: List[str]) -> int:
+    import subprocess
+    from numba_tc.bench import gpu_tag
+    os.makedirs(out, exist_ok=True)
+    todo = measure_parts(out, gpu_tag())
+    for part in parts:
+        for cmd in todo[part]:
+            print("+", " ".join(cmd), flush=True)
+            rc = subprocess.call(cmd, cwd=ROOT)
+            if rc:
+                print(f"{part}: exit status {rc}", flush=True)
+                return rc
+    print(f"records in {out}: copy them to benchmarks/results, then python benchmarks/records.py check && "
+          "python benchmarks/records.py readme")
+    return 0
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("readme", help="rewrite README.md's generated blocks and the headline picture")
     r.add_argument("--check", action="store_true", help="change nothing; exit 1 where README.md differs")
     sub.add_parser("check", help="every record names its GPU and a clean commit")
+    m = sub.add_parser("measure", help="on a GPU: this GPU's records into --out (set NUMBA_TC_COMMIT)")
+    m.add_argument("--out", required=True)
+    m.add_argument("--parts", nargs="+", default=list(measure_parts(".", "x")), choices=list(measure_parts(".", "x")))
     args = p.parse_args(argv)
+    if args.cmd == "measure":
+        return measure(args.out, args.parts)
     if args.cmd == "check":
         bad = problems()
         print("\n".join(bad) or "every record names its GPU and a clean commit")
