@@ -84,7 +84,7 @@ def where(gpu: str, rows: List[dict]) -> str:
 
 class Row(NamedTuple):
     what: str                    # markdown
-    problem: str
+    problem: object              # str, or records -> str
     kind: str                    # records file kind ("" for <gpu>.json)
     pick: Callable[[dict], bool]
     value: Callable[[List[dict]], tuple]    # records -> (text, ratio or None for the picture)
@@ -112,6 +112,10 @@ def sweep(rows):
     return f"**{g:.3f}x** geomean, lowest {min(ratios):.3f}", g
 
 
+def shapes(what):
+    return lambda rows: f"{len({(r.get('batch'), r['m'], r['n'], r['k']) for r in rows})} {what}"
+
+
 def feature(name, m=None, scaling=None, residual=None, layout=None):
     def pick(r):
         return (r.get("feature") == name and (m is None or (r["m"], r["n"], r["k"]) == m)
@@ -132,13 +136,13 @@ def tokens(rows):
 
 
 HEADLINE = [
-    Row("`gemm` (`variant=\"auto\"`), bf16", "24 shapes, ragged and decode included", "",
+    Row("`gemm` (`variant=\"auto\"`), bf16", shapes("shapes: square, ragged, decode, huge K"), "",
         lambda r: r.get("variant") == "auto" and r.get("dtype") == "bfloat16" and _nn(r) and r.get("ratio"),
         sweep, "cuBLAS"),
-    Row("`gemm`, fp16", "the same 24", "",
+    Row("`gemm`, fp16", shapes("shapes, the same"), "",
         lambda r: r.get("variant") == "auto" and r.get("dtype") == "float16" and _nn(r) and r.get("ratio"),
         sweep, "cuBLAS"),
-    Row("`gemm`, fp32 arrays as tf32 (`allow_tf32=True`)", "the same 24", "",
+    Row("`gemm`, fp32 arrays as tf32 (`allow_tf32=True`)", shapes("shapes, the same"), "",
         lambda r: r.get("variant") == "auto" and r.get("dtype") == "tf32" and _nn(r) and r.get("ratio"),
         sweep, "cuBLAS TF32"),
     Row("Hopper ladder, top rung `hopper`, bf16", "8192^3", "", ladder("hopper", "bfloat16", 8192),
@@ -157,10 +161,11 @@ HEADLINE = [
     Row("your epilogue: `acc + 0.5 * res[row, col]`, bf16 `res`", "4096^3", "features",
         lambda r: r.get("feature") == "custom_epilogue" and r.get("residual") == "bfloat16"
         and (r["m"], r["n"], r["k"]) == (4096,) * 3, overhead, "the plain product"),
-    Row("batched products", "5 shapes, attention- and MoE-like", "features", feature("batched"),
+    Row("batched products", shapes("shapes, attention- and MoE-like"), "features", feature("batched"),
         lambda rows: (f"**{geomean([r['ratio'] for r in rows]):.3f}x** geomean, lowest "
                       f"{min(r['ratio'] for r in rows):.3f}", geomean([r["ratio"] for r in rows])), "`torch.bmm`"),
-    Row("GPT-2 small training step, every linear layer patched", "bf16 autocast, 8192 tokens a step", "torch",
+    Row("GPT-2 small training step, every linear layer patched",
+        lambda rows: f"bf16 autocast, {rows[-1]['tokens_per_step']} tokens a step", "torch",
         lambda r: r.get("kind") == "train", lambda rows: one_ratio(rows, False), "the same model in torch"),
     Row("GPT-2 small greedy decoding, patched", "batch 1", "torch",
         lambda r: r.get("kind") == "generate" and r.get("batch") == 1, tokens, "the same model in torch"),
@@ -176,7 +181,8 @@ def headline():
         if not rows:
             continue
         text, ratio = row.value(rows)
-        lines.append(f"| {row.what} | {row.problem} | {text} | {row.reference} | {where(gpu, rows)} |")
+        problem = row.problem(rows) if callable(row.problem) else row.problem
+        lines.append(f"| {row.what} | {problem} | {text} | {row.reference} | {where(gpu, rows)} |")
         if ratio is not None:
             bars.append((re.sub(r"[`*]", "", row.what), ratio, gpu_of(rows[-1], gpu)))
     return "\n".join(lines), bars
@@ -200,7 +206,7 @@ def ladders(size=4096):
         by = {r["variant"]: r for r in rows}
         cells = [f"`{n}` {by[n]['ratio']:.3f}" for n in names if n in by]
         cells[-1] = f"**{cells[-1]}**"
-        lines.append(f"| {title}, {short_dt} | {' > '.join(cells)} | {where(gpu, list(by.values()))} |")
+        lines.append(f"| {title}, {short_dt} | {', '.join(cells)} | {where(gpu, list(by.values()))} |")
     return "\n".join(lines)
 
 
