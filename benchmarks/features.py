@@ -193,6 +193,7 @@ def main(argv=None):
     p.add_argument("--features", nargs="+", choices=list(FEATURES), default=list(FEATURES))
     args = p.parse_args(argv)
     dtype = getattr(torch, args.dtype)
+    stamp = bench.stamp(args.json)            # gpu and a clean commit, before measuring
     records = []
     for feature, nb, m, n, k, *extra in DEFAULT:
         if feature not in args.features:
@@ -203,7 +204,7 @@ def main(argv=None):
             raise SystemExit(f"{feature} {m}x{n}x{k}: relative error {r['rel_err']:.2e} over {tol}: not timed")
         r.update(m=m, n=n, k=k, batch=nb, dtype=r.get("dtype", args.dtype), ours_tflops=nb * _tflops(m, n, k, r["ours_ms"]),
                  ref_tflops=nb * _tflops(m, n, k, r["ref_ms"]), ratio=r["ref_ms"] / r["ours_ms"],
-                 device=torch.cuda.get_device_name(), commit=bench.commit_id(),
+                 device=stamp["gpu"], **stamp,
                  command="python " + " ".join(shlex.quote(x) for x in [os.path.relpath(__file__)] + sys.argv[1:]))
         records.append(r)
         extra = f"  overhead {r['overhead']:+.1%} ({r['residual']} residual)" if "overhead" in r else ""

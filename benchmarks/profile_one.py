@@ -1,7 +1,13 @@
 """One launch of a variant, for Nsight Compute or compute-sanitizer:
     ncu --clock-control none -k regex:tiled -c 1 python benchmarks/profile_one.py warptile 4096
     python benchmarks/profile_one.py pipelined 8192 bfloat16 [NN|NT|TN|TT] [M N K]
-The name "cublas" launches torch.matmul (cuBLAS) on the same inputs instead."""
+The name "cublas" launches torch.matmul (cuBLAS) on the same inputs instead. A variant and cuBLAS
+under the same sections (clocks left alone), as the ncu_*_vs_cublas logs in NOTES were made:
+    for who in hopper cublas; do ncu --clock-control none -k 'regex:gemm|tiled|nvjet|xmma|cutlass' -c 1 \
+        --section SpeedOfLight --section SchedulerStats --section WarpStateStats --section LaunchStats \
+        --section Occupancy --section ComputeWorkloadAnalysis --section InstructionStats \
+        python benchmarks/profile_one.py $who 4096 bfloat16; done
+"""
 import sys
 
 import torch

@@ -109,26 +109,6 @@ def first_call_records(meta):
     return out
 
 
-def auto_variants(cc):
-    """The variants ``gemm(..., variant="auto")`` can pick on a GPU of compute capability ``cc``:
-    for each input precision and output dtype, its candidates best first (``api.candidates``)
-    down to the first that takes every operand (no ``check``)."""
-    from numba_tc import api
-    names = []
-    for prec in AOT_DTYPES:
-        arrays = "float32" if prec == "tf32" else prec
-        for out in dict.fromkeys((arrays, "float32")):
-            try:
-                cands = api.candidates("auto", prec, out, cc)
-            except TypeError:
-                continue
-            for v in cands:
-                names.append(v.name)
-                if v.check is None:
-                    break
-    return list(dict.fromkeys(names))
-
-
 def aot_records(meta, which):
     """``python -m numba_tc compile`` into an empty cache folder, then each shape's first call
     with ``auto`` in a fresh process (see the module's docstring)."""
@@ -136,9 +116,10 @@ def aot_records(meta, which):
     from numba_tc.bench import first_call
     out = []
     cc = torch.cuda.get_device_capability()
-    names = auto_variants(cc) if which == "auto" else []
-    cmd = [sys.executable, "-m", "numba_tc", "compile", "--no-progress"] + (["--variants", *names] if names else [])
-    shown = "python -m numba_tc compile" + (" --variants " + " ".join(names) if names else "")
+    from numba_tc.aot import auto_variants
+    names = auto_variants(cc, AOT_DTYPES) if which == "auto" else []
+    cmd = [sys.executable, "-m", "numba_tc", "compile", "--no-progress"] + (["--variants", *names] if names else ["--all"])
+    shown = "python -m numba_tc compile" + (" --variants " + " ".join(names) if names else " --all")
     with tempfile.TemporaryDirectory() as d:
         env = dict(os.environ, NUMBA_TC_CACHE_DIR=d, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
         t = time.perf_counter()
@@ -184,8 +165,8 @@ def main():
     ap.add_argument("--aot-variants", choices=("auto", "all"), default="auto",
                     help="what --modes aot compiles: the variants auto can pick here (default), or all")
     args = ap.parse_args()
-    from numba_tc.bench import commit_id
-    meta = dict(commit=commit_id(), command="python benchmarks/runtime.py " + " ".join(sys.argv[1:]))
+    from numba_tc.bench import stamp
+    meta = dict(stamp(args.json), command="python benchmarks/runtime.py " + " ".join(sys.argv[1:]))
     recs = ((host_records(args.size, args.rounds, meta) if "host" in args.modes else [])
             + (first_call_records(meta) if "first" in args.modes else [])
             + (aot_records(meta, args.aot_variants) if "aot" in args.modes else []))

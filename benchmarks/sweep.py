@@ -111,14 +111,15 @@ def main(argv=None):
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
     command = "python benchmarks/sweep.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
-    device, commit = torch.cuda.get_device_name(), bench.commit_id()
+    stamp = bench.stamp(args.json)            # gpu and a clean commit, before measuring
+    device, commit = stamp["gpu"], stamp["commit"]
     records = []
     for dt in args.dtypes:
         for lay in args.layouts:
             for s in args.shapes:
                 m, n, k = parse(s)
                 r = measure(torch, m, n, k, dt, args.budget, lay)
-                r.update(device=device, commit=commit, command=command)
+                r.update(device=device, command=command, **stamp)
                 records.append(r)
                 bw = f"  {r['hbm_tbps']:.2f} TB/s (cuBLAS {r['cublas_hbm_tbps']:.2f})" if "hbm_tbps" in r else ""
                 print(f"{dt:<9} {lay} {s:>17}  {r['tflops']:7.1f} TF/s  cuBLAS {r['cublas_tflops'] or 0:7.1f}  "

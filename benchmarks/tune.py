@@ -42,6 +42,8 @@ def main():
     p.add_argument("--only", nargs="*", type=int, help="candidate ids to run (default: all)")
     p.add_argument("--json", help="merge records into this JSON file")
     args = p.parse_args()
+    if args.json:
+        bench.clean_commit(args.json)         # records in benchmarks/results name a clean commit
     ladder = ladders[args.ladder]
     variants = []
     for cand in ladder["candidates"]:

@@ -53,6 +53,7 @@ def main(argv=None):
     import torch
     import numba_tc
     from numba_tc import bench
+    stamp = bench.stamp(args.json)            # gpu and a clean commit, before measuring
     rows = []
     for s in args.shapes:
         nb, m, n, k = (int(x) for x in s.split("x"))
@@ -79,7 +80,7 @@ def main(argv=None):
             r = {"batch": nb, "m": m, "n": n, "k": k, "tile": f"{cfg.bm}x{cfg.bn}", "pingpong": cfg.pingpong,
                  "epi_boxes": cfg.epi_boxes,
                  "stages": cfg.stages, "path": path, "chosen": chosen, "ms": ms, "bmm_ms": rms, "ratio": rms / ms,
-                 "rel_err": err, "commit": bench.commit_id()}
+                 "rel_err": err, **stamp}
             rows.append(r)
             r["min_blocks"] = cfg.min_blocks
             print(f"{s} {r['tile']}{' ping-pong' * cfg.pingpong} boxes {cfg.epi_boxes} stages {cfg.stages} "

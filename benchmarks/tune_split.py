@@ -35,6 +35,7 @@ def main(argv=None):
     import torch
     import numba_tc
     from numba_tc import bench, hopper
+    stamp = bench.stamp(args.json)            # gpu and a clean commit, before measuring
     from numba_tc.schedule import cdiv
     from numba_tc.tensormap import tma_rows_fast
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -73,7 +74,7 @@ def main(argv=None):
                      "ms": ms, "cublas_ms": cms, "ratio": cms / ms, "rel_err": err,
                      "model_ms": 1e3 * hopper.estimate(cfg, mm, nn, k, sp, sms),
                      "chosen": not swap and (cfg, sp) == chosen, "auto": auto, "slow_b": slow_b,
-                     "commit": bench.commit_id()}
+                     **stamp}
                 rows.append(r)
                 print(f"{s:>16} {r['tile']:>7} c{cfg.cluster} s{sp:<3} {ms * 1e3:8.1f} us  ratio {r['ratio']:.3f}  "
                       f"model {r['model_ms'] * 1e3:8.1f} us{'  <- chosen' if r['chosen'] else ''}"

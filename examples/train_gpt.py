@@ -259,6 +259,8 @@ def main(argv=None):
         ap.set_defaults(layers=2, seq=256, batch=4, steps=20, gen_tokens=16, warmup=5, eval_batches=1,
                         gen_rounds=2)
     args = ap.parse_args(argv)
+    from numba_tc.bench import stamp
+    meta = dict(stamp(args.json), command=args.command or "python " + " ".join(sys.argv))   # before training
     device = torch.device(args.device)
     torch.backends.cuda.matmul.allow_tf32 = False
     chain = make_chain(args.seed)
@@ -274,8 +276,6 @@ def main(argv=None):
     ours_ms = statistics.median(to[args.warmup:]) * 1e3
     torch_ms = statistics.median(tt[args.warmup:]) * 1e3
     name = "gpt2-124M" if args.layers == 12 else f"gpt2-{args.layers}layer"
-    from numba_tc.bench import commit_id
-    meta = dict(commit=commit_id(), command=args.command or "python " + " ".join(sys.argv))
     rec = dict(kind="train", model=name, steps=args.steps, tokens_per_step=args.batch * args.seq,
                ours_ms=round(ours_ms, 2), torch_ms=round(torch_ms, 2), ratio=round(torch_ms / ours_ms, 4),
                loss_ours=round(eo, 5), loss_torch=round(et, 5), loss_rel_diff=round(abs(eo - et) / et, 5),

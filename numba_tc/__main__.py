@@ -3,7 +3,8 @@
 On a GPU, the main job checks and times the fastest rung of each ladder (SIMT in float32, mma.sync
 and Hopper in bfloat16) side by side with cuBLAS in the same dtype, at 4096^3: one table, one
 picture. Without a GPU, it runs every SIMT rung in Numba's CUDA simulator, then shows what the
-committed results (benchmarks/results/h100.json) say, labelled as recorded on an H100.
+committed results say (benchmarks/results/<gpu>.json, the newest GPU's), labelled with the GPU and
+commit that measured them.
 
 Subcommands live in COMMANDS: add one with the ``command`` decorator.
 """
@@ -26,7 +27,7 @@ The GEMM ladders of numba_tc against cuBLAS.
 With no arguments: on a GPU, the fastest rung of each ladder (warptile in float32,
 mma_tuned and hopper in bfloat16) checked and timed next to cuBLAS at 4096^3, with
 a table and a picture; without a GPU, every SIMT rung checked in Numba's CUDA
-simulator, then the results recorded on an H100 (table and picture).
+simulator, then the committed results, labelled with their GPU (table and picture).
 Options without a command go to "bench", the default command."""
 
 EPILOG = """\
@@ -35,10 +36,11 @@ examples:
   python -m numba_tc --all                   every rung of every ladder (GPU)
   python -m numba_tc --sizes 2048 8192x8192x1024
   python -m numba_tc bench --ladder mma --dtype float16 --plot mma.png --json out.json
-  python -m numba_tc recorded --all          the committed H100 results, any machine
+  python -m numba_tc recorded --all          the committed results, any machine
   python -m numba_tc demo --size 33x65x17    the SIMT rungs in the CUDA simulator
   python -m numba_tc list                    the variant registry
-  python -m numba_tc compile --arch sm_90a   fill the kernel cache ahead of time (no GPU needed)"""
+  python -m numba_tc compile                 fill the kernel cache for this GPU ahead of time
+  python -m numba_tc compile --arch sm_90a   ... for an H100/H200, on any machine (no GPU needed)"""
 
 LADDERS = ("simt", "mma", "wgmma")
 DTYPES = ("float32", "tf32", "float16", "bfloat16")
@@ -158,7 +160,7 @@ def cmd_demo(args) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-# recorded: the committed H100 results
+# recorded: the committed results (the newest GPU's)
 
 def _recorded_arguments(p):
     p.add_argument("--all", action="store_true", help="every rung of each ladder (default: the fastest of each)")
@@ -229,7 +231,8 @@ def recorded_sizes(rows: List[dict], dtype: Optional[str]) -> Dict[str, List[str
     return {k: [_fmt(s) for s in sorted(v, key=lambda s: (s[0] * s[1] * s[2], s))] for k, v in out.items()}
 
 
-@command("recorded", "show the results recorded on an H100 (table and picture; any machine)", _recorded_arguments)
+@command("recorded", "show the committed results, labelled with their GPU (table and picture; any machine)",
+         _recorded_arguments)
 def cmd_recorded(args) -> int:
     from numba_tc import bench
     where = bench.find_results()
@@ -365,12 +368,17 @@ def cmd_bench(args) -> int:
     plan = _plan(args, error)                   # argument errors first, GPU or not
     if not _gpu_present():
         print("numba_tc bench: no CUDA GPU here, and benchmarks need one. Without a GPU:\n"
-              "  python -m numba_tc            the simulator check and the results recorded on an H100\n"
+              "  python -m numba_tc            the simulator check and the committed results\n"
               "  python -m numba_tc recorded   the recorded results only\n"
               "  python -m numba_tc demo       every SIMT rung in Numba's CUDA simulator", file=sys.stderr)
         return 1
     import numba_tc
     from numba_tc import bench
+    if args.json:
+        try:
+            bench.clean_commit(args.json)       # records in benchmarks/results name their commit
+        except bench.DirtyTreeError as e:
+            error(str(e))
     cc = numba_tc.device_capability()
     runnable = []
     for dt, vs in plan:
@@ -447,12 +455,20 @@ def _compile_arguments(p):
     import numba_tc
     names = [v.name for v in numba_tc.variants()]
     p.add_argument("--variants", nargs="+", type=_variant_name, metavar="NAME",
-                   help="variants to compile (default: all a target runs); valid: " + ", ".join(names))
+                   help="variants to compile (default: those variant='auto' picks on the target); valid: "
+                   + ", ".join(names))
+    p.add_argument("--all", action="store_true", help="every variant the target runs, in every dtype it takes "
+                   "(thousands of kernels: hours on a laptop)")
     p.add_argument("--arch", nargs="+", metavar="sm_XY[a]",
-                   help="targets, e.g. sm_90a (default: this GPU's, or sm_90a without one); sm_75 or newer, "
+                   help="targets, e.g. sm_90a (default: this GPU's; without a GPU, say it); sm_75 or newer, "
                    "as CUDA 13 compiles; the Hopper ladder needs sm_90a")
-    p.add_argument("--dtypes", nargs="+", choices=DTYPES, help="input dtypes (default: all a variant takes)")
+    p.add_argument("--dtypes", nargs="+", choices=DTYPES + ("float8_e4m3fn", "float8_e5m2"),
+                   help="input dtypes (default: bfloat16, float16, float32; with --all or --variants: all a "
+                   "variant takes)")
     p.add_argument("--jobs", type=_positive_int, help="compiler processes (default: one per core)")
+    p.add_argument("--dry-run", action="store_true", help="say what would be compiled and about how long it "
+                   "takes, compile nothing")
+    p.add_argument("--json", metavar="FILE", help="append a record of this run (machine, kernels, seconds) to FILE")
     p.add_argument("--no-progress", action="store_true")
 
 
@@ -498,7 +514,55 @@ def runs_on_arch(v, cc) -> Optional[str]:
     return None
 
 
-@command("compile", "compile kernels into the disk cache ahead of time (no GPU needed)", _compile_arguments)
+def _compile_plan(args, targets) -> List[Tuple[str, List[str], Optional[List[str]]]]:
+    """(target, variant names, dtypes or None for all) for each target, saying what is skipped."""
+    import numba_tc
+    from numba_tc import aot
+    out = []
+    for a in targets:
+        cc = check_arch(a)
+        if args.variants:
+            names, dtypes = list(dict.fromkeys(args.variants)), args.dtypes
+        elif args.all:
+            names, dtypes = [v.name for v in numba_tc.variants()], args.dtypes
+        else:
+            dtypes = args.dtypes or list(aot.COMMON_DTYPES)
+            names = aot.auto_variants(cc, dtypes)
+        skipped = [n for n in names if runs_on_arch(numba_tc.get_variant(n), cc)]
+        if skipped and not args.variants:
+            print(f"{a}: skipping {', '.join(skipped)} ({runs_on_arch(numba_tc.get_variant(skipped[0]), cc)})")
+        out.append((a, [n for n in names if n not in skipped], dtypes))
+    return out
+
+
+def _describe_plan(plan, jobs) -> str:
+    """One line per target: the kernels by variant, and the estimate on this machine."""
+    from numba_tc import aot
+    lines = []
+    for a, names, dtypes in plan:
+        todo = aot.plan(names, [a], dtypes) if names else []
+        by = ", ".join(f"{n} {len(aot.plan([n], [a], dtypes))}" for n in names)
+        lines.append(f"{a}: {len(todo)} kernels ({by or 'none'}) for "
+                     f"{', '.join(dtypes) if dtypes else 'every dtype they take'}; about "
+                     f"{aot._duration(aot.estimate(todo, jobs))} on this machine's {jobs or os.cpu_count()} "
+                     f"core(s) if none is cached")
+    return "\n".join(lines)
+
+
+def _machine() -> str:
+    """This machine, for a compile record: cores and CPU model."""
+    import platform
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{os.cpu_count()} cores, {model}"
+
+
+@command("compile", "compile kernels into the disk cache ahead of time (no GPU needed with --arch)",
+         _compile_arguments)
 def cmd_compile(args) -> int:
     from numba_tc import aot, cache
     import numba_tc
@@ -509,7 +573,10 @@ def cmd_compile(args) -> int:
             check_arch(a, archs)
         except ValueError as e:
             error(str(e))
-    targets = args.arch or [aot._local_arch()]
+    if args.variants and args.all:
+        error("--variants cannot be combined with --all")
+    gpu = _gpu_present()
+    targets = args.arch or ([aot._local_arch()] if gpu or args.variants or args.all else ["sm_90a"])
     named = [numba_tc.get_variant(n) for n in dict.fromkeys(args.variants or [])]
     for v in named:
         for a in targets:
@@ -518,20 +585,48 @@ def cmd_compile(args) -> int:
                 error(f"variant {v.name} {why}, not {a}" + (" (add --arch sm_90a)" if "sm_90a" in why else ""))
         if args.dtypes and not set(args.dtypes) & set(v.dtypes):
             error(f"variant {v.name} takes {', '.join(v.dtypes)}, not {', '.join(args.dtypes)}")
+    stamp = None
+    if args.json:
+        from numba_tc import bench
+        try:
+            stamp = bench.stamp(args.json, gpu=gpu)
+        except bench.DirtyTreeError as e:
+            error(str(e))
+    plan = _compile_plan(args, targets)
+    if not (gpu or args.arch or args.variants or args.all) or args.dry_run:
+        if not args.dry_run:
+            print("No CUDA GPU here, so no target to compile for. The default for an H100 or H200 would be:")
+        print(_describe_plan(plan, args.jobs))
+        if not args.dry_run:
+            print("Name the target (python -m numba_tc compile --arch sm_90a; sm_80 for an A100, sm_89 for an "
+                  "L4), narrow it (--variants hopper --dtypes bfloat16), or take everything (--all).")
+        return 0 if args.dry_run else 2
+    print(_describe_plan(plan, args.jobs), flush=True)
     t = time.perf_counter()
     recs = []
-    for a in targets:
-        cc = check_arch(a)
-        vs = named or [v for v in numba_tc.variants() if runs_on_arch(v, cc) is None]
-        skipped = [v.name for v in numba_tc.variants() if not named and runs_on_arch(v, cc) is not None]
-        if skipped:
-            print(f"{a}: skipping {', '.join(skipped)} ({runs_on_arch(numba_tc.get_variant(skipped[0]), cc)})")
-        if vs:
-            recs += aot.precompile([v.name for v in vs], [a], args.dtypes, args.jobs, progress=not args.no_progress)
+    for a, names, dtypes in plan:
+        if names:
+            recs += aot.precompile(names, [a], dtypes, args.jobs, progress=not args.no_progress)
+    wall = time.perf_counter() - t
     new = [r for r in recs if not r["cached"]]
     print(f"{len(recs)} kernels for {', '.join(sorted({r['arch'] for r in recs})) or 'no target'}: "
           f"{len(new)} compiled ({sum(r['seconds'] for r in new):.0f} s of compiling, "
-          f"{time.perf_counter() - t:.0f} s wall), {len(recs) - len(new)} already cached, in {cache.cache_dir()}")
+          f"{wall:.0f} s wall), {len(recs) - len(new)} already cached, in {cache.cache_dir()}")
+    if args.json:
+        import json
+        rec = dict(kind="compile", command="python -m numba_tc " + " ".join(shlex.quote(a) for a in args.argv),
+                   machine=_machine(), jobs=args.jobs or os.cpu_count(), archs=targets,
+                   variants=sorted({n for _, ns, _ in plan for n in ns}),
+                   dtypes=args.dtypes or (None if (args.all or args.variants) else list(aot.COMMON_DTYPES)),
+                   kernels=len(recs), compiled=len(new), seconds=round(wall, 1),
+                   cpu_seconds=round(sum(r["seconds"] for r in new), 1), **stamp)
+        rows = []
+        if os.path.exists(args.json):
+            with open(args.json, encoding="utf-8") as f:
+                rows = json.load(f)
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(rows + [rec], f, indent=1)
+        print(f"record appended to {args.json}")
     return 0
 
 
@@ -544,7 +639,7 @@ def main_job(size=None) -> int:
     if _gpu_present():
         return main(["bench"])
     print("No CUDA GPU here: first every SIMT rung in Numba's CUDA simulator (correctness, not speed), "
-          "then what the kernels do on an H100, from the committed results.\n", flush=True)
+          "then what the kernels do on the GPU they were measured on, from the committed results.\n", flush=True)
     rc = main(["demo"] + (["--size", "{}x{}x{}".format(*size)] if size else []))
     print(flush=True)
     main(["recorded"])              # says so if the results file is not found; the check decides

@@ -6,7 +6,8 @@ NaN-poisoned output, then CUDA-event timing (warm-up, then the median of many la
 behind a short spin kernel so host launch overhead is not timed), in rounds alternating with
 cuBLAS on the same inputs, so that both see the same clocks (``time_interleaved``). Results go
 to a table on screen, a JSON list of records and a matplotlib Figure (saved as a PNG when given a
-path). ``recorded()`` reads the committed H100 results of a source checkout.
+path). ``recorded()`` reads the committed results of a source checkout (the newest GPU's), and
+``stamp()`` gives what every record written to a results file names: its GPU and a clean commit.
 """
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ from typing import Callable, List, Optional, Sequence
 import numpy as np
 
 __all__ = ["Record", "run", "time_gpu", "time_interleaved", "load_records", "merge_records", "plot",
-           "plot_ladders", "table", "recorded", "find_results", "progress_bar", "NoCublasError"]
+           "plot_ladders", "table", "recorded", "find_results", "progress_bar", "NoCublasError", "stamp",
+           "DirtyTreeError"]
 
 
 @dataclass
@@ -46,6 +48,7 @@ class Record:
     first_call_s: Optional[float] = None
     layout: str = "NN"
     config: Optional[str] = None          # variant "auto": what it ran (``numba_tc.explain``)
+    gpu: Optional[str] = None             # the device's name, as every results file's records carry it
 
 
 def commit_id() -> str:
@@ -61,6 +64,52 @@ def commit_id() -> str:
         return (sha + ("+dirty" if dirty else "")) if sha else "unknown"
     except Exception:
         return "unknown"
+
+
+ALLOW_DIRTY_ENV = "NUMBA_TC_ALLOW_DIRTY"
+
+
+class DirtyTreeError(RuntimeError):
+    """A record would name a commit that does not hold the code it measured."""
+
+
+def _in_results(path: str) -> bool:
+    """Whether ``path`` is a file of a checkout's benchmarks/results (the committed records)."""
+    d = os.path.dirname(os.path.abspath(path))
+    return os.path.basename(d) == "results" and os.path.basename(os.path.dirname(d)) == "benchmarks"
+
+
+def clean_commit(path: Optional[str] = None) -> str:
+    """``commit_id()`` for records written to ``path``. Into a checkout's benchmarks/results it
+    must name a commit that holds the code measured: DirtyTreeError for an uncommitted tree or no
+    commit at all, unless ``NUMBA_TC_ALLOW_DIRTY=1``. Elsewhere (a scratch file, a GPU machine's
+    output folder) such a commit goes through labelled ``+dirty``/``unknown``, with a warning;
+    ``python benchmarks/records.py check`` refuses those records in the repository."""
+    c = commit_id()
+    if "+dirty" in c or c == "unknown":
+        why = ("the tree has uncommitted changes: commit them first" if "+dirty" in c else
+               "no git commit found: on a machine without .git set NUMBA_TC_COMMIT=<the commit copied there>")
+        if path is not None and _in_results(path) and os.environ.get(ALLOW_DIRTY_ENV) != "1":
+            raise DirtyTreeError(f"refusing to write records at commit {c!r} into {path}: {why} (or set "
+                                 f"{ALLOW_DIRTY_ENV}=1 for records labelled '+dirty', not for the repository)")
+        if path is not None:
+            print(f"WARNING: these records name commit {c!r} ({why}): not records for benchmarks/results",
+                  file=sys.stderr, flush=True)
+    return c
+
+
+def stamp(path: Optional[str] = None, gpu: bool = True) -> dict:
+    """What every record written to ``path`` names: ``gpu``, the device's name as the driver gives
+    it ("NVIDIA H200"; None with ``gpu=False`` or without a GPU), and ``commit`` (``clean_commit``:
+    DirtyTreeError for an uncommitted tree when ``path`` is in benchmarks/results). Call it before
+    measuring, so that a dirty tree fails at once."""
+    name = None
+    if gpu:
+        try:
+            name = _device_name()
+        except Exception:
+            name = None
+    return {"gpu": name, "commit": clean_commit(path)}
 
 
 _spin_kernel = None
@@ -269,7 +318,7 @@ def run(variants: Sequence, sizes: Sequence[tuple], dtype: str = "float32", layo
         if check and not err <= tol:
             log(f"FAILED check: {vname} {m}x{n}x{k} {layout} rel_err={err:.3e} > {tol:.0e}; not timed")
             records.append(Record(vname, v.ladder, dtype, m, n, k, 0.0, None, None, err, dev, commit,
-                                  command, float("nan"), None, first, layout, config))
+                                  command, float("nan"), None, first, layout, config, dev))
             bar.update(1)
             continue
         # the variant and cuBLAS in alternating rounds, on the same inputs (see time_interleaved)
@@ -279,7 +328,7 @@ def run(variants: Sequence, sizes: Sequence[tuple], dtype: str = "float32", layo
                                    budget_s=2 * budget_s)
         tf, ctf = flop / ms / 1e9, flop / cms / 1e9
         records.append(Record(vname, v.ladder, dtype, m, n, k, tf, ctf, tf / ctf, err, dev,
-                              commit, command, ms, cms, first, layout, config))
+                              commit, command, ms, cms, first, layout, config, dev))
         bar.update(1)
     if own_bar:
         bar.close()
@@ -520,22 +569,59 @@ def _plot_sweep(rows, path, title):
 
 
 RESULTS_ENV = "NUMBA_TC_RESULTS"
-RESULTS_FILE = os.path.join("benchmarks", "results", "h100.json")
+RESULTS_DIR = os.path.join("benchmarks", "results")
+# The GPUs with committed records, newest first. Each GPU's files are named for it: the ladders and
+# sweeps in ``<gpu>.json``, the others ``<kind>_<gpu>.json`` (features_h200.json, ...). Readers take
+# the newest GPU's file that exists; the older ones stay as history.
+GPUS = ("h200", "h100")
+RESULTS_FILE = os.path.join(RESULTS_DIR, "<gpu>.json")
 
 
-def find_results() -> Optional[str]:
-    """The committed H100 results: ``$NUMBA_TC_RESULTS``, else ``benchmarks/results/h100.json``
-    of the source checkout this package is imported from (an editable install), else of the
-    current directory. They ship with the repository, not with the package: None if not found."""
-    env = os.environ.get(RESULTS_ENV)
-    if env:
-        return env if os.path.exists(env) else None
+def gpu_tag(name: Optional[str] = None) -> str:
+    """The short name results files use for a GPU: "NVIDIA H200" -> "h200", "NVIDIA H100 80GB HBM3"
+    -> "h100" (default: this machine's GPU)."""
+    import re
+    name = name or _device_name()
+    m = re.search(r"\b(GH200|[HAB]\d{2,3}|L40S?|L4)\b", name)
+    return (m.group(1) if m else name.split()[-1]).lower()
+
+
+def results_name(kind: str, gpu: str) -> str:
+    """The file name of ``kind``'s records on ``gpu``: "h200.json" for the ladders (kind ""),
+    "features_h200.json" for kind "features"."""
+    return f"{kind}_{gpu}.json" if kind else f"{gpu}.json"
+
+
+def results_dir() -> Optional[str]:
+    """benchmarks/results of the source checkout this package is imported from (an editable
+    install), else of the current directory; None when neither has one."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     for root in (here, os.getcwd()):
-        path = os.path.join(root, RESULTS_FILE)
+        path = os.path.join(root, RESULTS_DIR)
+        if os.path.isdir(path):
+            return path
+    return None
+
+
+def newest_results(kind: str = "", directory: Optional[str] = None) -> Optional[str]:
+    """The path of the newest GPU's ``kind`` records in ``directory`` (default ``results_dir()``),
+    or None."""
+    directory = directory or results_dir()
+    for gpu in GPUS if directory else ():
+        path = os.path.join(directory, results_name(kind, gpu))
         if os.path.exists(path):
             return path
     return None
+
+
+def find_results() -> Optional[str]:
+    """The committed ladder records: ``$NUMBA_TC_RESULTS``, else the newest GPU's
+    ``benchmarks/results/<gpu>.json`` (``GPUS``) of the source checkout (see ``results_dir``).
+    They ship with the repository, not with the package: None if not found."""
+    env = os.environ.get(RESULTS_ENV)
+    if env:
+        return env if os.path.exists(env) else None
+    return newest_results("")
 
 
 # the fastest rung of each ladder and the dtype it is shown in (vs cuBLAS in the same dtype)
@@ -550,7 +636,8 @@ def recorded(size=(4096, 4096, 4096), all_rungs: bool = False, path: Optional[st
     if path is None:
         raise FileNotFoundError(
             f"the recorded results ({RESULTS_FILE}) were not found: they come with the repository, "
-            f"not the installed package. Run from a clone of numba_tc, or set {RESULTS_ENV}=/path/to/h100.json")
+            f"not the installed package. Run from a clone of numba_tc, or set {RESULTS_ENV}=/path/to/h100.json "
+            f"(or another GPU's file)")
     from . import api
     order = {v.name: i for i, v in enumerate(api.variants())}
     rows = [r for r in load_records(path) if (r["m"], r["n"], r["k"]) == tuple(size)

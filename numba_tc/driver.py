@@ -261,7 +261,7 @@ def max_active_clusters(fn: Function, block: int, smem: int, cluster: int) -> in
 
 
 # Programmatic dependent launches (``launch(..., dependent=True)``); False: every launch waits for
-# the whole of the one before it, as a plain launch does (A/B runs: benchmarks/pdl_ab.py)
+# the whole of the one before it, as a plain launch does (A/B runs: benchmarks/pdl_ab.py at 4dce1f6)
 DEPENDENT_LAUNCHES = True
 
 

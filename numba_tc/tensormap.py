@@ -19,7 +19,7 @@ __all__ = ["tma_requirements", "tma_rows_fast", "encode", "MAP_BYTES"]
 MAP_BYTES = 128
 # CUtensorMapDataType (8-bit floats travel as UINT8: TMA moves bytes, wgmma reads them as fp8).
 # "tf32": float32 values loaded as TFLOAT32, which rounds them to tf32 to nearest on the way, as
-# cvt.rna.tf32.f32 would; loaded as FLOAT32, wgmma reads them truncated (benchmarks/check_tf32.py).
+# cvt.rna.tf32.f32 would; loaded as FLOAT32, wgmma reads them truncated (benchmarks/check_tf32.py, in git at 4dce1f6).
 _DTYPES = {"float16": 6, "bfloat16": 9, "float32": 7, "tf32": 11, "float8_e4m3fn": 0, "float8_e5m2": 0}
 _SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}                       # CUtensorMapSwizzle
 _L2_PROMOTION_256B = 3                                        # CUtensorMapL2promotion

@@ -75,7 +75,7 @@ def as_read(x, precision: str) -> np.ndarray:
     """A host operand as the kernel reads it, in float64: fp32 arrays on tensor cores rounded to
     10 mantissa bits to nearest, "tf32": ties away from zero (mma.sync's fragments, by
     ``cvt.rna.tf32.f32``), "tf32_rn": ties to even (wgmma's, loaded by TMA as TFLOAT32:
-    benchmarks/check_tf32.py); every other input exactly (16-bit products are exact in fp32)."""
+    benchmarks/check_tf32.py, in git at 4dce1f6); every other input exactly (16-bit products are exact in fp32)."""
     x = np.asarray(x)
     if precision in ("tf32", "tf32_rn"):
         bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)

@@ -1,6 +1,6 @@
 """float32 inputs as tf32 on Hopper's wgmma (``hopper``; what ``auto`` picks with ``allow_tf32``):
 each problem checked element by element against float64 products of the inputs rounded to tf32
-to nearest (TMA loads them as TFLOAT32, which rounds so: benchmarks/check_tf32.py), into a
+to nearest (TMA loads them as TFLOAT32, which rounds so: benchmarks/check_tf32.py at 4dce1f6), into a
 NaN-poisoned output, in all four layouts and both output orders, with ``explain`` showing the
 path (the transposing copy for operands that are not k-major, split-K, the copy of rows TMA
 cannot read). Then: auto's choice, the same bits run to run with split-K, an epilogue."""

@@ -1,11 +1,14 @@
 """Every code block of README.md runs (issue 21: its kernel example imported a module that no
-longer existed).
+longer existed), and every figure in it is the records' (issue 55).
 
 * ```python blocks: their imports resolve on any machine (cpu); the whole block runs in a fresh
   process in its tier: cpu unless a ``<!-- readme-test: TIER -->`` line precedes it (gpu, sass).
 * ```bash blocks: every command is known (each kind has a rule below), refers to files that
   exist, and parses; the cheap ``python -m numba_tc`` commands run for real.
-* the test-tier output block adds up, and the ladder tables match benchmarks/results/h100.json.
+* the generated blocks (``<!-- records:NAME -->``) hold what ``python benchmarks/records.py readme``
+  writes from benchmarks/results; the prose outside them and outside code holds no figure; the
+  README reads in five minutes; the records name their GPU and a clean commit; every results file
+  is in the index, and every one cited in the tree is there or in git.
 """
 import ast
 import importlib
@@ -162,7 +165,7 @@ def check_command(env, argv, tmp_path) -> str:
             args = cli.build_parser().parse_args(rest)   # an argument error exits with status 2
             for a in getattr(args, "arch", None) or []:
                 cli.check_arch(a, cli.supported_archs())  # a target this toolchain builds
-        if rest[0] in CHEAP or "--help" in rest:
+        if rest[0] in CHEAP or "--help" in rest or "--dry-run" in rest:
             extra = ["--plot", str(tmp_path / "p.png")] if rest[0] == "recorded" else []
             p = _run(["-m", "numba_tc", *rest, *extra], cwd=str(tmp_path))
             assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
@@ -224,68 +227,123 @@ def test_bash_rules_refuse_what_they_do_not_know(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# figures
+# figures: from the records, through the tool that writes them
 
-def test_the_tier_block_adds_up():
+def _records_tool():
+    spec = importlib.util.spec_from_file_location("records", os.path.join(ROOT, "benchmarks", "records.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_generated_blocks_are_what_the_records_say():
+    """The headline table, the ladders, the compile and suite figures: exactly what
+    ``python benchmarks/records.py readme`` writes (run it after a records file changes)."""
+    records = _records_tool()
     text = open(README, encoding="utf-8").read()
-    block = text.split("**Tests by tier.**")[1].split("```\n")[1]
-    lines = block.strip().splitlines()
-    tiers = {}
-    for line in lines[1:-1]:
-        m = re.fullmatch(r"\s*(\w+): (.*)", line)
-        assert m, line
-        tiers[m.group(1)] = {k: int(n) for n, k in re.findall(r"(\d+) (passed|skipped|failed)(?![^(]*\))",
-                                                                m.group(2))}
-    assert list(tiers) in (["cpu", "sim", "sass", "gpu"], ["cpu", "sim", "sass", "gpu", "untiered"])
-    passed = sum(t.get("passed", 0) for t in tiers.values())
-    skipped = sum(t.get("skipped", 0) for t in tiers.values())
-    assert re.match(rf"{passed} passed, {skipped} skipped in ", lines[-1]), (lines[-1], passed, skipped)
-    assert "failed" not in block
+    names = [m.group(2) for m in records.BLOCK.finditer(text)]
+    assert sorted(names) == sorted(records.blocks()), names
+    assert records.render(text, records.blocks()) == text, "README.md is stale: python benchmarks/records.py readme"
+    assert os.path.exists(os.path.join(ROOT, records.PICTURE)) and records.PICTURE in text
 
 
-DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "tf32": "tf32"}
+def test_the_tool_takes_the_newest_gpu_and_says_which(tmp_path, monkeypatch):
+    """A newer GPU's records replace an older one's row by row, labelled with their GPU."""
+    records = _records_tool()
+    old = {"variant": "hopper", "ladder": "wgmma", "dtype": "bfloat16", "m": 8192, "n": 8192, "k": 8192,
+           "ratio": 1.0, "tflops": 700.0, "layout": "NN", "gpu": "NVIDIA H100 80GB HBM3", "commit": "aaaaaaa"}
+    new = dict(old, ratio=1.25, tflops=900.0, gpu="NVIDIA H200", commit="bbbbbbb")
+    for name, rows in (("h100.json", [old]), ("h200.json", [new])):
+        (tmp_path / name).write_text(json.dumps(rows))
+    monkeypatch.setattr(records, "RESULTS", str(tmp_path))
+    table, bars = records.headline()
+    assert "| **1.250x** (900 TFLOP/s) | cuBLAS | H200, bbbbbbb |" in table and "1.000x" not in table
+    (tmp_path / "h200.json").unlink()
+    assert "| H100, aaaaaaa |" in records.headline()[0]
 
 
-def tables():
-    """Markdown tables with columns like 'bf16 4096^3': (header, rows of cells)."""
+# a figure: a number with a unit of time, speed, size or ratio
+FIGURE = re.compile(r"(?<![\w.^])\d[\d,.]*\s?(?:x|%|TFLOP/s|TB/s|GB/s|GB|MB|KB|ms|us|µs|s|min|minutes|hours|h|"
+                    r"tokens/s|W|MHz|GHz)(?![\w/])")
+
+
+def _prose():
+    """README.md without its code blocks and generated blocks."""
+    records = _records_tool()
+    text = records.BLOCK.sub("", open(README, encoding="utf-8").read())
+    return FENCE.sub("", text)
+
+
+def test_no_figure_outside_the_generated_blocks():
+    found = FIGURE.findall(_prose())
+    assert not found, f"figures in README prose (put them in a generated block, from the records): {found}"
+    assert FIGURE.findall("ran 1.014x faster in 3 min, 48 TFLOP/s") and not FIGURE.findall("sm_90a, 64x8 tiles, 4096^3")
+
+
+def test_the_readme_reads_in_five_minutes():
     text = open(README, encoding="utf-8").read()
-    out, cur = [], None
-    for line in text.splitlines():
-        if line.startswith("|"):
-            cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if cur is None:
-                cur = (cells, [])
-                out.append(cur)
-            elif not set("".join(cells)) <= set("-: "):
-                cur[1].append(cells)
-        else:
-            cur = None
-    return [t for t in out if any(re.fullmatch(r"(fp32|bf16|fp16|tf32) \d+\^3", h) for h in t[0])]
+    assert len(text.split()) <= 2800, len(text.split())
+    assert "session" not in text.lower()
+    head = "\n".join(text.splitlines()[:40])
+    assert "ladder" in head and "rung" in head                                # what it is
+    assert "<!-- records:headline -->" in head and "![" in head               # where it stands
+    assert "uv run --extra bench python -m numba_tc" in head and "python -m pytest" in head   # the two commands
 
 
-def test_the_ladder_tables_are_the_records():
-    records = json.load(open(os.path.join(ROOT, "benchmarks", "results", "h100.json")))
-    rec = {(r["variant"], r["dtype"], r["m"]): r for r in records
-           if r.get("layout", "NN") == "NN" and r["m"] == r["n"] == r["k"]}
-    ts = tables()
-    assert len(ts) == 3
-    checked = 0
-    for head, rows in ts:
-        for cells in rows:
-            variant = next(m.group(1) for c in cells for m in [re.fullmatch(r"`(\w+)`", c)] if m)
-            for h, c in zip(head, cells):
-                col = re.fullmatch(r"(fp32|bf16|fp16|tf32) (\d+)\^3", h)
-                if not col:
-                    continue
-                r = rec.get((variant, DTYPE[col.group(1)], int(col.group(2))))
-                if c == "-":
-                    continue
-                assert r is not None, f"{variant} {h}: no record"
-                m = re.fullmatch(r"\**([\d.]+)x(?: \(([\d.]+) TFLOP/s\))?\**", c)
-                assert m, c
-                assert m.group(1) == f"{r['ratio']:.3f}", f"{variant} {h}: README {m.group(1)}, record {r['ratio']:.3f}"
-                if m.group(2):
-                    digits = len(m.group(2).split(".")[1]) if "." in m.group(2) else 0
-                    assert m.group(2) == f"{r['tflops']:.{digits}f}", f"{variant} {h}: {m.group(2)} vs {r['tflops']}"
-                checked += 1
-    assert checked >= 40
+def test_every_record_names_its_gpu_and_a_clean_commit():
+    assert _records_tool().problems() == []
+
+
+RESULTS = os.path.join(ROOT, "benchmarks", "results")
+HISTORY = "4dce1f6"       # the last commit that held every log and script moved out of the tree
+
+
+def test_the_results_index_lists_every_file_and_no_other():
+    index = open(os.path.join(RESULTS, "README.md"), encoding="utf-8").read()
+    listed = set(re.findall(r"^\| `([^`]+)` \|", index, re.M))
+    here = set(os.listdir(RESULTS)) - {"README.md"}
+    assert here - listed == set(), f"not in benchmarks/results/README.md: {sorted(here - listed)}"
+    to_come = {f for f in listed - here if "h200" in f}          # the current GPU's, listed before measured
+    assert listed - here - to_come == set(), f"listed but not in benchmarks/results: {sorted(listed - here)}"
+    assert len(os.listdir(RESULTS)) <= 60 and len([f for f in os.listdir(os.path.dirname(RESULTS))
+                                                   if os.path.isfile(os.path.join(RESULTS, "..", f))]) <= 20
+
+
+def _cited():
+    """(file, name) for every benchmarks/results file and benchmarks script cited in the tree."""
+    pat = re.compile(r"(?:results/|benchmarks/)([\w.-]+\.(?:log|json|txt|png|py|sh))")
+    out = set()
+    for d in ("numba_tc", "tests", "notebooks", "benchmarks", "examples"):
+        for dirpath, dirs, files in os.walk(os.path.join(ROOT, d)):
+            dirs[:] = [x for x in dirs if x != "__pycache__"]
+            for f in files:
+                if f.endswith((".py", ".md", ".ipynb", ".cu", ".sh")):
+                    text = open(os.path.join(dirpath, f), encoding="utf-8").read()
+                    out |= {(os.path.relpath(os.path.join(dirpath, f), ROOT), m) for m in pat.findall(text)}
+    for f in ("README.md", "ARCHITECTURE.md"):
+        out |= {(f, m) for m in pat.findall(open(os.path.join(ROOT, f), encoding="utf-8").read())}
+    return out
+
+
+def test_every_cited_results_file_or_script_is_here_or_in_git():
+    """A log or script cited anywhere is in the tree, or at HISTORY (git show HISTORY:benchmarks/...),
+    as benchmarks/results/README.md says."""
+    if not os.path.isdir(os.path.join(ROOT, ".git")) and not os.path.isfile(os.path.join(ROOT, ".git")):
+        pytest.skip("no git checkout")
+    have = subprocess.run(["git", "ls-tree", "-r", "--name-only", HISTORY, "benchmarks"], cwd=ROOT,
+                          capture_output=True, text=True)
+    if have.returncode:
+        pytest.skip(f"commit {HISTORY} is not in this clone")
+    old = {os.path.basename(p) for p in have.stdout.split()}
+    now = set(os.listdir(RESULTS)) | set(os.listdir(os.path.dirname(RESULTS)))
+    for f in ("README.md", "ARCHITECTURE.md", os.path.join("benchmarks", "NOTES.md"),
+              os.path.join("benchmarks", "results", "README.md")):      # "git show SHA:benchmarks/X" at its SHA
+        for sha, path in re.findall(r"git show (\w+):(benchmarks/[\w./-]+)", open(os.path.join(ROOT, f)).read()):
+            if "<" not in path and not path.endswith("/"):
+                p = subprocess.run(["git", "cat-file", "-e", f"{sha}:{path}"], cwd=ROOT, capture_output=True)
+                assert p.returncode == 0, f"{f}: git show {sha}:{path} does not exist"
+                now.add(os.path.basename(path))
+    generated = re.compile(r"^(?:\w+_)?h\d00(?:x\d)?\.json$|^(?:compile|suite_time|mutation|headline)\.")
+    missing = sorted((f, n) for f, n in _cited() if n not in now and n not in old and not generated.match(n)
+                     and "nosuch" not in n and "<" not in n)
+    assert not missing, f"cited, but neither in the tree nor at {HISTORY}: {missing}"
