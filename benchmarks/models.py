@@ -1,7 +1,9 @@
 """Real models through numba_tc against plain torch, on one GPU (issue 51): what a user's model runs.
 
     python benchmarks/models.py --quick --out $OUT/models_h200_quick.json     # ~3 min on one H200
-    python benchmarks/models.py --out $OUT/models_h200.json --profile         # the whole run
+    python benchmarks/models.py --kinds train prefill decode gemm --profile --out $OUT/a.json
+    python benchmarks/models.py --kinds sampled --out $OUT/b.json            # the whole run, in two
+    python benchmarks/models.py --merge a.json b.json --out benchmarks/results/models_h200.json
     python benchmarks/models.py --device cpu --dry --tiny --quick             # CPU smoke test
 
 Four families built from transformers / timm configurations with random weights (nothing is

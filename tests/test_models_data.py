@@ -2,7 +2,6 @@
 the distribution issue 51 names, a linear layer's products have the layouts torch's autograd
 gives them (checked against the aten calls torch makes, where torch is installed), the statistics
 and the profile's tables."""
-import importlib.util
 import math
 import os
 import sys
@@ -10,20 +9,10 @@ import sys
 import numpy as np
 import pytest
 
+sys.path.append(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))   # (last: shadows nothing)
+import models_data as md            # noqa: E402
+
 pytestmark = pytest.mark.cpu
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("models_data", os.path.join(ROOT, "benchmarks", "models_data.py"))
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod                # (dataclasses look their module up)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-md = _load()
 
 
 def test_the_draw_is_seeded_and_the_same_shapes_in_each_dtype():
