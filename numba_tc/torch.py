@@ -130,8 +130,11 @@ def _backward(ctx, grad, direct: bool = False):
         g = _gemmable(gz if gz.dtype == a.dtype else gz.to(a.dtype))
         if need_a:                             # dA = alpha dZ @ B^T (B^T: a view of b)
             ga = mm(g, _gemmable(b.mT), None, None, alpha, 0.0, None, a.dtype, variant, allow_tf32)
-        if need_b:                             # dB = alpha A^T @ dZ
-            gb = mm(_gemmable(a.mT), g, None, None, alpha, 0.0, None, b.dtype, variant, allow_tf32)
+        if need_b:                             # dB = alpha A^T @ dZ, in b's own layout: a column-major b
+            if b.stride(0) == 1 and b.shape[1] > 1:      # (a linear's W^T) gets (dZ^T A)^T, so that W's
+                gb = mm(_gemmable(g.mT), a, None, None, alpha, 0.0, None, b.dtype, variant, allow_tf32).mT
+            else:                                # gradient is row-major as W is (no copy into its layout)
+                gb = mm(_gemmable(a.mT), g, None, None, alpha, 0.0, None, b.dtype, variant, allow_tf32)
     if need_c and c is not None:
         gc = (gz * beta).to(c.dtype)
     if need_bias and bias is not None:
