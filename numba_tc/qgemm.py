@@ -96,42 +96,39 @@ def steps(fmt: Format, cfg: QConfig):
     return spc, spc * cfg.u
 
 
-@kernel_factory
-def qgemm_kernel(cfg: QConfig, fmt: Format, dtype: str, scale_dtype: str, out_dtype: str, nt: int,
-                 group_k: int, xv: int, epi=PLAIN):
-    """C (M x N, row-major, ``out_dtype``) = epilogue(x @ w.T) for x (M x K, ``dtype``, rows of
-    unit stride) of at most ``8 nt`` rows and the packed weight of ``fmt`` with groups of
-    ``group_k`` (the padded K for one group per row). ``xv`` (``X_ACCESS``): 16 or 8 where K is
-    whole chunks and x's rows are that many bytes aligned (a thread's run of x in loads of that
-    size), 0: element by element within K."""
-    TM, WARPS, U, NT, SPLIT = cfg.tm, cfg.warps, cfg.u, nt, cfg.split
-    THREADS = cfg.threads
-    KIND_ = KIND[dtype]
-    MMA = mma_bf16_m16n8k16 if dtype == "bfloat16" else mma_f16_m16n8k16
-    CK = fmt.chunk_k
-    RUN = CK // 4                        # K of a thread's run per chunk and row
-    XW = RUN // 2                        # its words
-    SPC, NSTEP = steps(fmt, cfg)
-    ORD = ORDERS[fmt.order]
-    ZP = fmt.zeros
-    LUT = fmt.user is not None
-    DEC = fmt.user.fn if LUT else None
-    GS = group_k // 16
-    INNER = GS <= NSTEP                  # groups end inside an iteration (else one group each)
-    NGI = NSTEP // GS if INNER else 1    # groups per iteration
-    SK = SCALE_KIND[scale_dtype]
-    NZB = _NEG_MAGIC[dtype]
-    NZ_SYM = (NZB + fmt.offset) * 0x10001
-    NACC = TM * NT * 4
-    NSC = 2 * TM * NGI                   # scales of an iteration (per buffer)
-    NWB = 4 * U * TM                     # packed words of an iteration (per buffer)
-    OUT_K, OUT_ITEM = OUT_CONVERT[out_dtype], ITEMSIZE[out_dtype]
-    LUT_N, LEV_N = (_LUT_WORDS, 16) if LUT else (1, 1)
-    NXB, NRED, NOUT = XW * NT, WARPS * NACC * 32, NACC * 32      # (array sizes: constants of the closure)
-    NWB2, NSC2 = 2 * NWB, 2 * NSC
-    if xv not in X_ACCESS:
-        raise ValueError(f"xv must be one of {X_ACCESS}, got {xv}")
-    EPI = make_epilogue(epi)
+class _Shape:
+    """The streaming kernel's compile-time constants, derived from its configuration and
+    problem facts (the factories below copy the ones they use into their closures)."""
+
+    def __init__(self, cfg: QConfig, fmt: Format, dtype: str, scale_dtype: str, nt: int, group_k: int):
+        self.TM, self.WARPS, self.U, self.NT, self.SPLIT = cfg.tm, cfg.warps, cfg.u, nt, cfg.split
+        self.THREADS = cfg.threads
+        self.KIND = KIND[dtype]
+        self.CK = fmt.chunk_k
+        self.RUN = self.CK // 4                       # K of a thread's run per chunk and row
+        self.XW = self.RUN // 2                       # its words
+        self.SPC, self.NSTEP = steps(fmt, cfg)
+        self.ORD = ORDERS[fmt.order]
+        self.ZP = fmt.zeros
+        self.LUT = fmt.user is not None
+        self.DEC = fmt.user.fn if self.LUT else None
+        self.GS = group_k // 16
+        self.INNER = self.GS <= self.NSTEP            # groups end inside an iteration (else one each)
+        self.NGI = self.NSTEP // self.GS if self.INNER else 1     # groups per iteration
+        self.SK = SCALE_KIND[scale_dtype]
+        self.NZB = _NEG_MAGIC[dtype]
+        self.NZ_SYM = (self.NZB + fmt.offset) * 0x10001
+        self.NACC = self.TM * nt * 4
+        self.NSC = 2 * self.TM * self.NGI             # scales of an iteration (per buffer)
+        self.NWB = 4 * self.U * self.TM               # packed words of an iteration (per buffer)
+        self.group_k = group_k
+
+
+def _make_loads(q: _Shape, xv: int):
+    """(load_ws, load_scales, load_xs): an iteration's packed weight and scales into buffer b,
+    and a chunk's runs of x."""
+    TM, NT, CK, RUN, XW, NGI, SK, ZP, NZB = q.TM, q.NT, q.CK, q.RUN, q.XW, q.NGI, q.SK, q.ZP, q.NZB
+    NWB, NSC, group_k = q.NWB, q.NSC, q.group_k
 
     @device
     def load_w(i, b, wb, P, mt0, c0, cend, kc, ntiles, lane):
@@ -141,7 +138,6 @@ def qgemm_kernel(cfg: QConfig, fmt: Format, dtype: str, scale_dtype: str, out_dt
         tm = i - u * TM
         if c0 + u < cend and mt0 + tm < ntiles:
             ldg_stream_v4(ptr(wb), b * NWB + 4 * i, P + 16 * (((mt0 + tm) * kc + c0 + u) * LANES + lane))
-    load_ws = unrolled(load_w, U * TM)
 
     @device
     def load_scale(i, b, scl, nzs, S, Z, mt0, c0, cend, N, G, g):
@@ -161,7 +157,6 @@ def qgemm_kernel(cfg: QConfig, fmt: Format, dtype: str, scale_dtype: str, out_dt
             if ZP:
                 v = uint32(NZB) + ldg_u8(Z + at)
                 nzs[b * NSC + i] = v | (v << uint32(16))
-    load_scales = unrolled(load_scale, NSC)
 
     @device
     def load_x(j, xb, X, lda, M, K, c, cend, g, t):
@@ -171,11 +166,11 @@ def qgemm_kernel(cfg: QConfig, fmt: Format, dtype: str, scale_dtype: str, out_dt
             k0 = c * CK + RUN * t
             at = X + 2 * (row * lda + k0)
             if xv == 16:
-                for q in range(XW // 4):
-                    ldg_nc_v4(ptr(xb), j * XW + 4 * q, at + 16 * q)
+                for e in range(XW // 4):
+                    ldg_nc_v4(ptr(xb), j * XW + 4 * e, at + 16 * e)
             elif xv == 8:
-                for q in range(XW // 2):
-                    ldg_v2u32(ptr(xb), j * XW + 2 * q, at + 8 * q)
+                for e in range(XW // 2):
+                    ldg_v2u32(ptr(xb), j * XW + 2 * e, at + 8 * e)
             else:
                 for e in range(XW):
                     kk = k0 + 2 * e
@@ -188,7 +183,16 @@ def qgemm_kernel(cfg: QConfig, fmt: Format, dtype: str, scale_dtype: str, out_dt
         else:
             for e in range(XW):
                 xb[j * XW + e] = uint32(0)
-    load_xs = unrolled(load_x, NT)
+    return unrolled(load_w, q.U * TM), unrolled(load_scale, NSC), unrolled(load_x, NT)
+
+
+def _make_compute(q: _Shape, dtype: str, load_xs):
+    """``compute(b, regs, rt, c0)``: one iteration from buffer b (chunks c0 .. c0 + U - 1) into
+    the accumulators; ``regs`` = (wb, xb, a, acc, gacc, scl, nzs), ``rt`` = (X, lda, M, K, cend,
+    g, t, lutl)."""
+    TM, NT, XW, SPC, NSTEP, ORD, ZP, KIND_ = q.TM, q.NT, q.XW, q.SPC, q.NSTEP, q.ORD, q.ZP, q.KIND
+    GS, INNER, NGI, NSC, NWB, NZ_SYM = q.GS, q.INNER, q.NGI, q.NSC, q.NWB, q.NZ_SYM
+    MMA = mma_bf16_m16n8k16 if dtype == "bfloat16" else mma_f16_m16n8k16
 
     @device
     def mma_one(j, gacc, a, xb, tm, s):
@@ -197,8 +201,9 @@ def qgemm_kernel(cfg: QConfig, fmt: Format, dtype: str, scale_dtype: str, out_dt
     mmas = unrolled(mma_one, NT)
 
     @device
-    def tile_step(tm, b, a, wb, nzs, gacc, xb, u, s, gi, lutl):
+    def tile_step(tm, b, regs, u, s, gi, lutl):
         """Tile tm's A fragment of step s of chunk u (buffer b), then its mma with every n8 tile."""
+        wb, xb, a, acc, gacc, scl, nzs = regs
         base = b * NWB + 4 * (u * TM + tm)
         if ORD == 0:
             if ZP:
@@ -226,27 +231,39 @@ def qgemm_kernel(cfg: QConfig, fmt: Format, dtype: str, scale_dtype: str, out_dt
         acc[e + 1] += s0 * gacc[e + 1]
         acc[e + 2] += s1 * gacc[e + 2]
         acc[e + 3] += s1 * gacc[e + 3]
-        for q in range(4):
-            gacc[e + q] = float32(0)
+        for f in range(4):
+            gacc[e + f] = float32(0)
     apply = unrolled(apply_one, TM * NT)
 
     @device
-    def step(j, b, wb, xb, a, acc, gacc, scl, nzs, X, lda, M, K, c0, cend, g, t, lutl):
+    def step(j, b, regs, rt, c0):
+        wb, xb, a, acc, gacc, scl, nzs = regs
+        X, lda, M, K, cend, g, t, lutl = rt
         u = j // SPC
         s = j - u * SPC
         if s == 0:
             load_xs(NT, xb, X, lda, M, K, c0 + u, cend, g, t)
-        tiles(TM, b, a, wb, nzs, gacc, xb, u, s, j // GS if INNER else 0, lutl)
+        tiles(TM, b, regs, u, s, j // GS if INNER else 0, lutl)
         if INNER and (j + 1) % GS == 0:
             apply(TM * NT, b, acc, gacc, scl, j // GS)
     steps_ = unrolled(step, NSTEP)
 
     @device
-    def compute(b, wb, xb, a, acc, gacc, scl, nzs, X, lda, M, K, c0, cend, g, t, lutl):
-        """One iteration from buffer b: chunks c0 .. c0 + U - 1."""
-        steps_(NSTEP, b, wb, xb, a, acc, gacc, scl, nzs, X, lda, M, K, c0, cend, g, t, lutl)
+    def compute(b, regs, rt, c0):
+        steps_(NSTEP, b, regs, rt, c0)
         if not INNER:
-            apply(TM * NT, b, acc, gacc, scl, 0)
+            apply(TM * NT, b, regs[3], regs[4], regs[5], 0)
+    return compute
+
+
+def _make_sums(q: _Shape, out_dtype: str, epi):
+    """``finish(acc, red, tid, lane, warp, rank, mt0, M, N, C, ldc, ep)``: the warps' sums added
+    in order in shared memory, with a cluster the blocks' sums in rank order through distributed
+    shared memory (each block finishing a share of the outputs), then the epilogue and C."""
+    NT, NACC, WARPS, SPLIT, THREADS = q.NT, q.NACC, q.WARPS, q.SPLIT, q.THREADS
+    NOUT = NACC * 32
+    OUT_K, OUT_ITEM = OUT_CONVERT[out_dtype], ITEMSIZE[out_dtype]
+    EPI = make_epilogue(epi)
 
     @device
     def keep(i, red, acc, warp, lane):
@@ -265,60 +282,8 @@ def qgemm_kernel(cfg: QConfig, fmt: Format, dtype: str, scale_dtype: str, out_dt
         if m < M and n < N:
             stg_out1(C + OUT_ITEM * (m * ldc + n), EPI(v, m, n, ep), OUT_K)
 
-    def qgemm(X, P, S, Z, C, M, N, K, lda, ldc, kc, kcv, cpp, ntiles, G, ep):
-        acc = cuda.local.array(NACC, float32)
-        gacc = cuda.local.array(NACC, float32)
-        wb = cuda.local.array(NWB2, uint32)
-        xb = cuda.local.array(NXB, uint32)
-        a = cuda.local.array(4, uint32)
-        scl = cuda.local.array(NSC2, float32)
-        nzs = cuda.local.array(NSC2, uint32)
-        red = cuda.shared.array(NRED, float32)
-        lut = cuda.shared.array(LUT_N, uint32)
-        lev = cuda.shared.array(LEV_N, float32)
-        tid = cuda.threadIdx.x
-        lane = tid & 31
-        warp = tid >> 5
-        g = lane >> 2
-        t = lane & 3
-        blk = cuda.blockIdx.x
-        rank = blk % SPLIT
-        mt0 = (blk // SPLIT) * TM
-        cbeg = (rank * WARPS + warp) * cpp
-        cend = min(cbeg + cpp, kcv)
-        for i in range(NACC):
-            acc[i] = float32(0)
-            gacc[i] = float32(0)
-        for i in range(NWB2):
-            wb[i] = uint32(0)
-        for i in range(NSC2):
-            scl[i] = float32(0)
-            nzs[i] = uint32(0)
-        lbase = smem_addr(ptr(lut))
-        lutl = lbase + 4 * lane               # (this lane's copy of the pair table)
-        # the first iteration's loads go out before anything else
-        load_ws(U * TM, 0, wb, P, mt0, cbeg, cend, kc, ntiles, lane)
-        load_scales(NSC, 0, scl, nzs, S, Z, mt0, cbeg, cend, N, G, g)
-        if LUT:                           # the user's values of code pairs, a copy per lane
-            if tid < 16:
-                lev[tid] = float32(DEC(tid))
-            cuda.syncthreads()
-            for e in range(tid, 256, THREADS):
-                v = pack16x2(lev[e & 15], lev[e >> 4], KIND_)
-                for q in range(LANES // 4):
-                    sts_v4u32(lbase + 4 * (e * LANES + 4 * q), v, v, v, v)
-            cuda.syncthreads()
-        c0 = cbeg
-        while c0 < cend:
-            load_ws(U * TM, 1, wb, P, mt0, c0 + U, cend, kc, ntiles, lane)
-            load_scales(NSC, 1, scl, nzs, S, Z, mt0, c0 + U, cend, N, G, g)
-            compute(0, wb, xb, a, acc, gacc, scl, nzs, X, lda, M, K, c0, cend, g, t, lutl)
-            if c0 + U >= cend:
-                break
-            load_ws(U * TM, 0, wb, P, mt0, c0 + 2 * U, cend, kc, ntiles, lane)
-            load_scales(NSC, 0, scl, nzs, S, Z, mt0, c0 + 2 * U, cend, N, G, g)
-            compute(1, wb, xb, a, acc, gacc, scl, nzs, X, lda, M, K, c0 + U, cend, g, t, lutl)
-            c0 += 2 * U
+    @device
+    def finish(acc, red, tid, lane, warp, rank, mt0, M, N, C, ldc, ep):
         keeps(NACC, red, acc, warp, lane)
         cuda.syncthreads()
         for e in range(tid, NOUT, THREADS):          # the warps' sums, in order
@@ -339,6 +304,84 @@ def qgemm_kernel(cfg: QConfig, fmt: Format, dtype: str, scale_dtype: str, out_dt
                     v += lds_cluster_f32(ptr(red), e, r)
                 store(v, e, mt0, M, N, C, ldc, ep)
             cluster_sync()                           # (no block leaves while its sums may be read)
+    return finish
+
+
+@kernel_factory
+def qgemm_kernel(cfg: QConfig, fmt: Format, dtype: str, scale_dtype: str, out_dtype: str, nt: int,
+                 group_k: int, xv: int, epi=PLAIN):
+    """C (M x N, row-major, ``out_dtype``) = epilogue(x @ w.T) for x (M x K, ``dtype``, rows of
+    unit stride) of at most ``8 nt`` rows and the packed weight of ``fmt`` with groups of
+    ``group_k`` (the padded K for one group per row). ``xv`` (``X_ACCESS``): 16 or 8 where K is
+    whole chunks and x's rows are that many bytes aligned (a thread's run of x in loads of that
+    size), 0: element by element within K."""
+    if xv not in X_ACCESS:
+        raise ValueError(f"xv must be one of {X_ACCESS}, got {xv}")
+    q = _Shape(cfg, fmt, dtype, scale_dtype, nt, group_k)
+    load_ws, load_scales, load_xs = _make_loads(q, xv)
+    compute = _make_compute(q, dtype, load_xs)
+    finish = _make_sums(q, out_dtype, epi)
+    TM, WARPS, U, SPLIT, THREADS, NACC, NSC, LUT, DEC, KIND_ = (q.TM, q.WARPS, q.U, q.SPLIT, q.THREADS, q.NACC,
+                                                                q.NSC, q.LUT, q.DEC, q.KIND)
+    LUT_N, LEV_N = (_LUT_WORDS, 16) if LUT else (1, 1)
+    NXB, NRED = q.XW * q.NT, WARPS * NACC * 32                 # (array sizes: constants of the closure)
+    NWB2, NSC2 = 2 * q.NWB, 2 * NSC
+
+    def qgemm(X, P, S, Z, C, M, N, K, lda, ldc, kc, kcv, cpp, ntiles, G, ep):
+        acc = cuda.local.array(NACC, float32)
+        gacc = cuda.local.array(NACC, float32)
+        wb = cuda.local.array(NWB2, uint32)
+        xb = cuda.local.array(NXB, uint32)
+        a = cuda.local.array(4, uint32)
+        scl = cuda.local.array(NSC2, float32)
+        nzs = cuda.local.array(NSC2, uint32)
+        red = cuda.shared.array(NRED, float32)
+        lut = cuda.shared.array(LUT_N, uint32)
+        lev = cuda.shared.array(LEV_N, float32)
+        tid = cuda.threadIdx.x
+        lane = tid & 31
+        warp = tid >> 5
+        g = lane >> 2
+        blk = cuda.blockIdx.x
+        rank = blk % SPLIT
+        mt0 = (blk // SPLIT) * TM
+        cbeg = (rank * WARPS + warp) * cpp
+        cend = min(cbeg + cpp, kcv)
+        for i in range(NACC):
+            acc[i] = float32(0)
+            gacc[i] = float32(0)
+        for i in range(NWB2):
+            wb[i] = uint32(0)
+        for i in range(NSC2):
+            scl[i] = float32(0)
+            nzs[i] = uint32(0)
+        lbase = smem_addr(ptr(lut))
+        # the first iteration's loads go out before anything else
+        load_ws(U * TM, 0, wb, P, mt0, cbeg, cend, kc, ntiles, lane)
+        load_scales(NSC, 0, scl, nzs, S, Z, mt0, cbeg, cend, N, G, g)
+        if LUT:                           # the user's values of code pairs, a copy per lane
+            if tid < 16:
+                lev[tid] = float32(DEC(tid))
+            cuda.syncthreads()
+            for e in range(tid, 256, THREADS):
+                v = pack16x2(lev[e & 15], lev[e >> 4], KIND_)
+                for f in range(LANES // 4):
+                    sts_v4u32(lbase + 4 * (e * LANES + 4 * f), v, v, v, v)
+            cuda.syncthreads()
+        regs = (wb, xb, a, acc, gacc, scl, nzs)
+        rt = (X, lda, M, K, cend, g, lane & 3, lbase + 4 * lane)    # (lutl: this lane's copy of the table)
+        c0 = cbeg
+        while c0 < cend:
+            load_ws(U * TM, 1, wb, P, mt0, c0 + U, cend, kc, ntiles, lane)
+            load_scales(NSC, 1, scl, nzs, S, Z, mt0, c0 + U, cend, N, G, g)
+            compute(0, regs, rt, c0)
+            if c0 + U >= cend:
+                break
+            load_ws(U * TM, 0, wb, P, mt0, c0 + 2 * U, cend, kc, ntiles, lane)
+            load_scales(NSC, 0, scl, nzs, S, Z, mt0, c0 + 2 * U, cend, N, G, g)
+            compute(1, regs, rt, c0 + U)
+            c0 += 2 * U
+        finish(acc, red, tid, lane, warp, rank, mt0, M, N, C, ldc, ep)
 
     return kernel(qgemm, ("i64",) * 15, launch_bounds=(THREADS, cfg.minb), values=len(epi.slots()))
 

@@ -29,8 +29,9 @@ thread exactly its ``mma.m16n8k16`` A fragments, with the weight as A (16 output
 activations as B (8 rows). Features go in m16 tiles, K in chunks of ``chunk_k`` (64 for 4-bit
 codes: four k16 steps; 32 for int8: two); tile ``mt``, chunk ``c`` is 512 bytes, lane ``l``'s 16
 of them at ``((mt * kc + c) * 32 + l) * 16``. Within a k16 step the mma's K order is permuted (the
-same permutation for A and B leaves the product unchanged): thread t's four K positions of the
-step are ``16 s + 4 t + (0..3)``, so its activations are one 8-byte load. Within a word the
+same permutation for A and B leaves the product unchanged): thread t's four K positions of step
+s are ``run * t + 4 s + (0..3)`` (``run = chunk_k / 4``), so over a chunk its activations are one
+contiguous run of each row (two 16-byte loads for 4-bit codes). Within a word the
 codes are ordered for the kernel's conversion (``element_of``): ``"magic"`` (int4) puts register
 r's two codes in nibbles r and r + 4, which the lop3 magic-number conversion (``ptx/quant.cu``)
 turns into bf16x2 / f16x2 pairs with a shift and one lop3 per register; ``"lut"`` (user formats)
@@ -39,10 +40,10 @@ register. N is padded to whole tiles and K to whole chunks and groups with code 
 never uses them: the padded K meets activations it reads as 0).
 
 Helpers run on NumPy (vectorized: the reference) and on GPU arrays (torch, CuPy, Numba) in plain
-``numba.cuda.jit`` kernels (integer and float arithmetic only, so they run under the CUDA
-simulator too), with the same float32 arithmetic, so both give the same codes bit for bit:
-``quantize``, ``pack``, ``unpack``, ``dequantize``; ``from_gptq`` / ``from_awq`` read those
-checkpoints' packed tensors.
+``numba.cuda.jit`` kernels (``qconvert``: integer and float arithmetic only, so they run under
+the CUDA simulator too), with the same float32 arithmetic, so both give the same codes bit for
+bit: ``quantize``, ``pack``, ``unpack``, ``dequantize``; ``from_gptq`` / ``from_awq`` read those
+checkpoints' packed tensors. The product, ``gemm`` (``qproduct``; kernels in ``qgemm``).
 """
 from __future__ import annotations
 
