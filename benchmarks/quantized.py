@@ -8,12 +8,17 @@ Per case: the weight w (N, K) random, quantized on the GPU (``quant.quantize``);
 bf16. Correctness: ``rel_err`` = max |y - ref| / max |ref| against the float64 product of the
 exactly dequantized weight (the first 64 rows for large batches). Timing: cuBLAS bf16
 (``F.linear`` of the dequantized bf16 weight: the same problem), ``quant.gemm``, and
-``torch._weight_int4pack_mm`` on the same codes and scales (zero points 0) where it runs,
-interleaved over rounds; each timed loop cycles through enough copies of its weight to exceed
-L2 (a decoding model's layers are never in L2), median per call. Records (one JSON list):
+``torch._weight_int4pack_mm`` on the same codes and scales (zero points 0) where it runs, each
+as a list of calls cycling through enough copies of its weight to exceed L2 (a decoding model's
+layers are never in L2), timed two ways, every method the same way and in turn over rounds
+(medians): a CUDA graph of the calls replayed between events (``us``: the GPU's time per call,
+as a decoder replaying its step sees it) and an eager Python loop of them (``eager_us``: with the
+host's cost per call, which exceeds a small product's kernel). ``--sweep``: the streaming
+kernel's configurations around the picked one instead (``feature: "quantized_sweep"``). Records (one JSON list):
 ``{"feature": "quantized", "format", "group", "m", "n", "k", "batch", "ratio_bf16" (cuBLAS bf16
-time / ours), "ratio_tinygemm", "ratio_builtin" (nf4_user: built-in int4 of the same group's
-time / the user's), "rel_err", "us", "plan", "gpu", "commit"}`` and ``{"feature":
+time / ours, graphs), "ratio_bf16_eager", "ratio_tinygemm", "ratio_builtin" (nf4_user: built-in
+int4 of the same group's time / the user's), "rel_err", "us", "eager_us", "plan", "gpu",
+"commit"}`` and ``{"feature":
 "quantized_decode", "ratio" (int4 tokens/s / bf16 torch's), "layers", "tokens", ...}``.
 """
 from __future__ import annotations
@@ -57,8 +62,9 @@ def copies_for(nbytes: int) -> int:
     return max(1, min(64, math.ceil(3 * L2_BYTES / max(nbytes, 1))))
 
 
-def timed(fns, calls: int) -> float:
-    """Microseconds per call of ``calls`` calls cycling through ``fns``."""
+def eager(fns, calls: int) -> float:
+    """Microseconds per call of ``calls`` Python calls cycling through ``fns`` (events around
+    the loop: where a call's host cost exceeds its kernel, this is the host's)."""
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     e0.record()
     for i in range(calls):
@@ -68,14 +74,53 @@ def timed(fns, calls: int) -> float:
     return e0.elapsed_time(e1) * 1e3 / calls
 
 
+def capture(fns, calls: int):
+    """A CUDA graph of ``calls`` calls cycling through ``fns``, as a decoder's step replays its
+    layers (warmed on a side stream first: plans, compiles, allocations)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for f in fns:
+            f()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for i in range(calls):
+            fns[i % len(fns)]()
+    return g
+
+
+def replayed(g, calls: int) -> float:
+    """Microseconds per call of one replay of a graph of ``calls`` calls (GPU time only)."""
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    g.replay()
+    e1.record()
+    torch.cuda.synchronize()
+    return e0.elapsed_time(e1) * 1e3 / calls
+
+
 def interleaved(methods: dict, rounds: int, calls: int) -> dict:
-    for fns in methods.values():             # warm (compiles, plans)
-        timed(fns, 2)
-    times = {k: [] for k in methods}
+    """Per method (a list of calls cycling through weight copies): the median over ``rounds``
+    of a graph replay of ``calls`` calls ("graph", what a decoder's step costs) and of an eager
+    Python loop of them ("eager", with the host's cost), the methods taken in turn each round."""
+    try:
+        graphs = {k: capture(fns, calls) for k, fns in methods.items()}
+    except Exception as e:                         # noqa: BLE001  (every method eager then, alike)
+        print(f"  a capture failed ({type(e).__name__}: {str(e)[:160]}): eager times in both columns")
+        torch.cuda.synchronize()
+        graphs = None
+    for k, fns in methods.items():                 # (warm: clocks, the graphs' first replays)
+        if graphs:
+            graphs[k].replay()
+        eager(fns, 2)
+    times = {k: {"graph": [], "eager": []} for k in methods}
     for _ in range(rounds):
         for k, fns in methods.items():
-            times[k].append(timed(fns, calls))
-    return {k: float(np.median(v)) for k, v in times.items()}
+            times[k]["eager"].append(eager(fns, calls))
+            times[k]["graph"].append(replayed(graphs[k], calls) if graphs else times[k]["eager"][-1])
+    del graphs
+    return {k: {w: float(np.median(v)) for w, v in t.items()} for k, t in times.items()}
 
 
 def tinygemm(qw, group):
@@ -128,25 +173,66 @@ def case(fmt, group, k, n, batch, rounds, calls, builtin_us=None, with_tiny=True
                     methods["tinygemm"] = [lambda f=f: f(x) for f in ts]
                 except Exception as e:                               # noqa: BLE001
                     print(f"  tinygemm failed: {type(e).__name__}: {str(e)[:120]}")
-        us = interleaved(methods, rounds, calls)
+        tm = interleaved(methods, rounds, calls)
+        plan = Q.explain(x, qw)
+    us = {key: v["graph"] for key, v in tm.items()}
+    ev = {key: v["eager"] for key, v in tm.items()}
     rec = {"feature": "quantized", "format": "nf4_user" if fmt.user is not None else fmt.name, "group": group,
            "m": batch, "n": n, "k": k, "batch": batch, "ratio_bf16": us["cublas"] / us["ours"], "rel_err": err,
-           "us": us["ours"], "cublas_us": us["cublas"], "weight_bytes": qw.nbytes,
-           "gbps": qw.nbytes / us["ours"] / 1e3}
+           "us": us["ours"], "cublas_us": us["cublas"], "eager_us": ev["ours"], "cublas_eager_us": ev["cublas"],
+           "ratio_bf16_eager": ev["cublas"] / ev["ours"], "weight_bytes": qw.nbytes,
+           "gbps": qw.nbytes / us["ours"] / 1e3, "timing": "CUDA graph of the calls (eager_*: a Python loop)",
+           "plan": plan}
     if "tinygemm" in us:
-        rec.update(ratio_tinygemm=us["tinygemm"] / us["ours"], tinygemm_us=us["tinygemm"], tinygemm_rel_err=tiny_err)
+        rec.update(ratio_tinygemm=us["tinygemm"] / us["ours"], tinygemm_us=us["tinygemm"], tinygemm_rel_err=tiny_err,
+                   tinygemm_eager_us=ev["tinygemm"])
     if builtin_us is not None:
         rec["ratio_builtin"] = builtin_us / us["ours"]
-    line = (f"{rec['format']:>8} g{group:<3} {k:>5}x{n:<5} batch {batch:>4}: {us['ours']:8.1f} us "
-            f"({rec['gbps']:6.0f} GB/s), cuBLAS bf16 {us['cublas']:8.1f} us -> {rec['ratio_bf16']:5.2f}x")
+    line = (f"{rec['format']:>8} g{group:<3} {k:>5}x{n:<5} batch {batch:>4}: {us['ours']:7.1f} us "
+            f"({rec['gbps']:5.0f} GB/s), cuBLAS bf16 {us['cublas']:7.1f} us -> {rec['ratio_bf16']:5.2f}x")
     if "tinygemm" in us:
-        line += f", tinygemm {us['tinygemm']:7.1f} us -> {rec['ratio_tinygemm']:5.2f}x"
+        line += f", tinygemm {us['tinygemm']:6.1f} us -> {rec['ratio_tinygemm']:5.2f}x"
     if builtin_us is not None:
         line += f", built-in int4 {builtin_us:.1f} us -> {rec['ratio_builtin']:.2f}x"
-    print(line + f", rel_err {err:.1e}", flush=True)
+    line += f" | eager: ours {ev['ours']:6.1f} us, cuBLAS {ev['cublas']:6.1f} us"
+    if "tinygemm" in ev:
+        line += f", tinygemm {ev['tinygemm']:6.1f}"
+    print(line + f" | rel_err {err:.1e} | {plan}", flush=True)
     del qws, wbs
     torch.cuda.empty_cache()
     return rec
+
+
+def sweep(rounds: int, calls: int) -> list:
+    """The streaming kernel's configurations around ``pick``'s, int4 g128, graph-timed and
+    interleaved per problem (one weight, its copies past L2): data for ``qproduct.pick``."""
+    from numba_tc.qgemm import QConfig
+    from numba_tc import qproduct
+    recs = []
+    for (k, n), b in (((4096, 4096), 1), ((14336, 4096), 1), ((8192, 28672), 1), ((8192, 28672), 16)):
+        g = torch.Generator(device="cuda").manual_seed(0)
+        qw = Q.quantize((torch.randn(n, k, device="cuda", generator=g) / math.sqrt(k)).to(torch.bfloat16), "int4", 128)
+        x = torch.randn(b, k, device="cuda", generator=g).to(torch.bfloat16)
+        base, _ = qproduct.pick(b, n, k, Q.INT4)
+        cfgs = {base}
+        for split in (max(1, base.split // 2), min(8, base.split * 2)):
+            cfgs.add(QConfig(base.tm, base.warps, base.u, split, base.minb))
+        cfgs.add(QConfig(base.tm, base.warps, base.u, base.split, max(1, base.minb - 1)))
+        cfgs.add(QConfig(1, base.warps, min(4, base.u * 2), base.split, base.minb))
+        qws = [qw] + [Q.QuantizedWeight(qw.fmt, qw.n, qw.k, qw.group, qw.scale_dtype, qw.packed.clone(),
+                                        qw.scales.clone(), None) for _ in range(copies_for(qw.nbytes) - 1)]
+        with torch.no_grad():
+            methods = {c: [lambda q=q, c=c: Q.gemm(x, q, config=c) for q in qws] for c in sorted(cfgs, key=repr)}
+            tm = interleaved(methods, rounds, calls)
+        for c, t in tm.items():
+            rec = {"feature": "quantized_sweep", "format": "int4", "group": 128, "m": b, "n": n, "k": k, "batch": b,
+                   "config": repr(c), "picked": c == base, "us": t["graph"], "gbps": qw.nbytes / t["graph"] / 1e3}
+            recs.append(rec)
+            print(f"sweep {k:>5}x{n:<5} batch {b:>2}: {rec['us']:7.1f} us ({rec['gbps']:5.0f} GB/s) {c}"
+                  f"{'  <- picked' if c == base else ''}", flush=True)
+        del qws
+        torch.cuda.empty_cache()
+    return recs
 
 
 def main():
@@ -154,22 +240,27 @@ def main():
     p.add_argument("--quick", action="store_true", help="the bar's cases only, few rounds (~2 minutes)")
     p.add_argument("--out", default=None, help="write the records (a JSON list) here")
     p.add_argument("--no-decode", action="store_true")
+    p.add_argument("--sweep", action="store_true", help="only the streaming kernel's configurations around the "
+                   "picked one (a few problems, ~2 minutes)")
     a = p.parse_args()
     gpu = torch.cuda.get_device_name()
     rounds, calls = (3, 20) if a.quick else (7, 50)
     recs = []
+    if a.sweep:
+        recs = sweep(rounds, calls)
+        a.no_decode = True
     batches = (1, 4, 16) if a.quick else (1, 2, 4, 8, 16, 32, 64)
-    for k, n in SHAPES:
+    for k, n in [] if a.sweep else SHAPES:
         for b in batches:
             recs.append(case(Q.INT4, 128, k, n, b, rounds, calls))
-    for k, n in (SHAPES[:1] + SHAPES[3:]) if a.quick else SHAPES:
+    for k, n in [] if a.sweep else (SHAPES[:1] + SHAPES[3:]) if a.quick else SHAPES:
         recs.append(case(Q.INT4, 128, k, n, 2048, rounds, max(3, calls // 5), with_tiny=False))
     user = Q.user_format(nf4)
-    for k, n in SHAPES[1:3] if a.quick else SHAPES:
+    for k, n in [] if a.sweep else SHAPES[1:3] if a.quick else SHAPES:
         base = case(Q.INT4, 64, k, n, 1, rounds, calls, with_tiny=False)
         recs.append(base)
         recs.append(case(user, 64, k, n, 1, rounds, calls, builtin_us=base["us"]))
-    for k, n in SHAPES[1:2] if a.quick else SHAPES:
+    for k, n in [] if a.sweep else SHAPES[1:2] if a.quick else SHAPES:
         recs.append(case(Q.INT8, 0, k, n, 1, rounds, calls))
         recs.append(case(Q.INT4_ZP, 128, k, n, 1, rounds, calls, with_tiny=False))
     if not a.no_decode:

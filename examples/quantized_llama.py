@@ -32,6 +32,15 @@ def config(layers: int):
         return argparse.Namespace(num_hidden_layers=layers, **LLAMA3_8B)
 
 
+def rope_theta(c) -> float:
+    """The rotary base: ``rope_theta`` (transformers 4.x), ``rope_parameters["rope_theta"]``
+    (5.x), else Llama 3's."""
+    theta = getattr(c, "rope_theta", None)
+    if theta is None:
+        theta = (getattr(c, "rope_parameters", None) or {}).get("rope_theta")
+    return float(theta if theta is not None else LLAMA3_8B["rope_theta"])
+
+
 class RMSNorm(nn.Module):
     def __init__(self, n, eps):
         super().__init__()
@@ -91,7 +100,7 @@ class Decoder(nn.Module):
         self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.lm_head = nn.Linear(c.hidden_size, c.vocab_size, bias=False)
         hd = c.hidden_size // c.num_attention_heads
-        inv = 1.0 / (c.rope_theta ** (torch.arange(0, hd, 2).float() / hd))
+        inv = 1.0 / (rope_theta(c) ** (torch.arange(0, hd, 2).float() / hd))
         ang = torch.arange(max_len).float()[:, None] * inv[None]
         self.register_buffer("cos", ang.cos(), persistent=False)
         self.register_buffer("sin", ang.sin(), persistent=False)

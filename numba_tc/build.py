@@ -34,7 +34,8 @@ BODY = "numba_tc_body"
 # The modules whose source decides kernel code (a change to any of them is a new cubin); the
 # ptx/*.cu files count too. tests/test_build.py checks that kernel modules import nothing else.
 KERNEL_MODULES = ("simt", "tensorcore", "hopper", "fixup", "repack", "ceiling", "examples", "layout", "schedule",
-                  "config", "epilogue", "fragments", "jit", "intrinsics", "primitives", "build", "errors")
+                  "config", "epilogue", "fragments", "jit", "intrinsics", "primitives", "build", "errors",
+                  "qformat", "qgemm")
 _LOCK = threading.Lock()
 
 

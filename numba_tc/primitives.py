@@ -94,6 +94,7 @@ HOPPER_SIGNATURES = {
     "grid_dep_wait": _I32(),
     "cluster_ctarank": _I32(),
     "cluster_sync": _I32(),
+    "lds_cluster_f32": _F32(_P(_F32), _I32, _I32),
     "named_barrier": _I32(_I32, _I32),
     "named_barrier_arrive": _I32(_I32, _I32),
     "tma_store_wait_all": _I32(),
@@ -119,11 +120,13 @@ for _file, _table in (("memory.cu", MEMORY_SIGNATURES), ("mma.cu", MMA_SIGNATURE
 QUANT_SIGNATURES = {
     "ldg_stream_v4": _I32(_FRAG, _I32, _I64),
     "ldg_v2u32": _I32(_FRAG, _I32, _I64),
+    "ldg_nc_v4": _I32(_FRAG, _I32, _I64),
     "ldg_u8": _U32(_I64),
     "stg_v2u32": _I32(_I64, _U32, _U32),
     "pack16x2": _U32(_F32, _F32, _I32),
     "dq_int4": _I32(_FRAG, _I32, _U32, _U32, _U32, _I32),
     "dq_int8": _I32(_FRAG, _I32, _U32, _U32, _I32),
+    "lut_pairs4": _I32(_FRAG, _I32, _U32, _I32),
 }
 for _name, _sig in QUANT_SIGNATURES.items():
     globals()[_name] = None if SIMULATOR else cuda.declare_device(_name, _sig, link=ptx_source("quant.cu"))

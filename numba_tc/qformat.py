@@ -132,7 +132,12 @@ def user_format(decode, name: Optional[str] = None) -> Format:
 @register_jitable
 def element_of(wi, j, kc, order):
     """(n, k) of code ``j`` of packed word ``wi`` (``order``: ``ORDERS``' value; ``kc``: chunks
-    of K). Integer arithmetic only: NumPy arrays of word and code indices give arrays."""
+    of K). Integer arithmetic only: NumPy arrays of word and code indices give arrays.
+
+    Lane (g, t)'s word s of a tile's chunk holds its A fragment of k16 step s (int8: two words a
+    step): rows g and g + 8, and four K of the step. Thread t's K are a run of the chunk,
+    ``run = chunk_k / 4`` long, ``run * t + 4 s + (0..3)``: over a chunk a thread's activations
+    are one contiguous run of a row (32 bytes for 4-bit codes, 16 for int8)."""
     s = wi % WORDS
     lane = (wi // WORDS) % LANES
     tc = wi // (WORDS * LANES)
@@ -144,17 +149,15 @@ def element_of(wi, j, kc, order):
         b = 4 * (s % 2) + j
         r = b // 2
         h = b % 2
-        k0 = 32 * c + 16 * (s // 2)
-    elif order == 1:                # lut: register r = nibbles 2r, 2r+1 (byte r)
-        r = j // 2
-        h = j % 2
-        k0 = 64 * c + 16 * s
-    else:                           # magic: register r = nibbles r, r + 4
-        r = j % 4
-        h = j // 4
-        k0 = 64 * c + 16 * s
+        k0 = 32 * c + 8 * t + 4 * (s // 2)
+    else:
+        if order == 1:              # lut: register r = nibbles 2r, 2r+1 (byte r)
+            r = j // 2
+            h = j % 2
+        else:                       # magic: register r = nibbles r, r + 4
+            r = j % 4
+            h = j // 4
+        k0 = 64 * c + 16 * t + 4 * s
     n = TILE_N * mt + g + 8 * (r % 2)
-    k = k0 + 4 * t + 2 * (r // 2) + h
+    k = k0 + 2 * (r // 2) + h
     return n, k
-
-

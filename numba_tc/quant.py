@@ -29,8 +29,9 @@ thread exactly its ``mma.m16n8k16`` A fragments, with the weight as A (16 output
 activations as B (8 rows). Features go in m16 tiles, K in chunks of ``chunk_k`` (64 for 4-bit
 codes: four k16 steps; 32 for int8: two); tile ``mt``, chunk ``c`` is 512 bytes, lane ``l``'s 16
 of them at ``((mt * kc + c) * 32 + l) * 16``. Within a k16 step the mma's K order is permuted (the
-same permutation for A and B leaves the product unchanged): thread t's four K positions of the
-step are ``16 s + 4 t + (0..3)``, so its activations are one 8-byte load. Within a word the
+same permutation for A and B leaves the product unchanged): thread t's four K positions of step
+s are ``run * t + 4 s + (0..3)`` (``run = chunk_k / 4``), so over a chunk its activations are one
+contiguous run of each row (two 16-byte loads for 4-bit codes). Within a word the
 codes are ordered for the kernel's conversion (``element_of``): ``"magic"`` (int4) puts register
 r's two codes in nibbles r and r + 4, which the lop3 magic-number conversion (``ptx/quant.cu``)
 turns into bf16x2 / f16x2 pairs with a shift and one lop3 per register; ``"lut"`` (user formats)
@@ -39,10 +40,10 @@ register. N is padded to whole tiles and K to whole chunks and groups with code 
 never uses them: the padded K meets activations it reads as 0).
 
 Helpers run on NumPy (vectorized: the reference) and on GPU arrays (torch, CuPy, Numba) in plain
-``numba.cuda.jit`` kernels (integer and float arithmetic only, so they run under the CUDA
-simulator too), with the same float32 arithmetic, so both give the same codes bit for bit:
-``quantize``, ``pack``, ``unpack``, ``dequantize``; ``from_gptq`` / ``from_awq`` read those
-checkpoints' packed tensors.
+``numba.cuda.jit`` kernels (``qconvert``: integer and float arithmetic only, so they run under
+the CUDA simulator too), with the same float32 arithmetic, so both give the same codes bit for
+bit: ``quantize``, ``pack``, ``unpack``, ``dequantize``; ``from_gptq`` / ``from_awq`` read those
+checkpoints' packed tensors. The product, ``gemm`` (``qproduct``; kernels in ``qgemm``).
 """
 from __future__ import annotations
 
@@ -52,17 +53,21 @@ from typing import Any, Optional
 
 import numpy as np
 from numba import cuda
-from numba.extending import register_jitable
 
 from .arrays import array_kind, describe
+from .fp8 import _configured, _new, _numba_view, _placed
+from .qconvert import THREADS, decode_kernel, fmt_id, grid, levels32, pack_kernel, qrange, quantize_gpu
 from .qformat import (ACT_DTYPES, FORMATS, GROUPS, INT4, INT4_ZP, INT8, NF4_LEVELS, ORDERS, SCALE_DTYPES, SCALE_KIND,
                       TILE_N, Format, UserDecode, element_of, get_format, user_format)
-from .fp8 import _configured, _input_view, _load_bf16, _load_float, _new, _numba_view, _placed
 from .schedule import cdiv
 
 __all__ = ["Format", "UserDecode", "INT4", "INT4_ZP", "INT8", "FORMATS", "get_format", "user_format",
            "QuantizedWeight", "quantize", "pack", "unpack", "dequantize", "reference", "from_gptq", "from_awq",
-           "element_of", "SCALE_DTYPES", "ACT_DTYPES", "GROUPS", "TILE_N", "NF4_LEVELS"]
+           "element_of", "SCALE_DTYPES", "ACT_DTYPES", "GROUPS", "TILE_N", "NF4_LEVELS", "gemm", "pick", "explain",
+           "to_numpy", "to_torch", "levels_in"]
+
+_SLAB = 1 << 16                  # packed words per NumPy pass
+
 
 def padded(fmt: Format, n: int, k: int, group: int):
     """(N padded to whole tiles, K padded to whole chunks and groups, chunks)."""
@@ -81,12 +86,14 @@ def _groups(k: int, group: int) -> int:
 
 # --- the weight --------------------------------------------------------------------------------------
 
-@dataclass(eq=False)
+@dataclass(frozen=True, eq=False)
 class QuantizedWeight:
     """A quantized (N, K) weight: ``packed`` (uint32, the kernel's layout), ``scales`` of shape
     (G, N) in ``scale_dtype`` (G = ceil(K / group), 1 for ``group=0``), ``zeros`` (G, N) uint8
     codes or None; arrays of one kind (NumPy, torch, CuPy, Numba), bfloat16 scales as uint16
-    bits where the kind has no bfloat16."""
+    bits where the kind has no bfloat16. Frozen: ``gemm`` keeps its planned calls on the weight
+    (``plans``, by the input's facts) with the arrays' addresses, so the arrays must stay where
+    they are (make a new ``QuantizedWeight`` for arrays moved or replaced)."""
     fmt: Format
     n: int
     k: int
@@ -95,6 +102,7 @@ class QuantizedWeight:
     packed: Any = field(repr=False)
     scales: Any = field(repr=False)
     zeros: Any = field(default=None, repr=False)
+    plans: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def shape(self):
@@ -126,105 +134,6 @@ class QuantizedWeight:
 
     def arrays(self):
         return self.packed, self.scales, self.zeros
-
-
-# --- scalar arithmetic shared by the NumPy and GPU paths ---------------------------------------------
-
-@register_jitable
-def _round_bits(a, man, bias, top):
-    """The bits of a non-negative finite float32 (bits ``a``) in a float of ``man`` mantissa bits
-    and exponent ``bias`` (fp16: 10, 15), to nearest even, saturated at ``top``."""
-    e = a >> 23
-    if e >= 128 - bias:
-        t = a - ((127 - bias) << 23)
-        s = 23 - man
-        r = (t + (1 << (s - 1)) - 1 + ((t >> s) & 1)) >> s
-        return min(r, top)
-    s = 151 - bias - man - e
-    if s > 24:
-        return 0
-    full = (a & 0x7FFFFF) | 0x800000
-    return (full + (1 << (s - 1)) - 1 + ((full >> s) & 1)) >> s
-
-
-@register_jitable
-def _scale_of(x, kind):
-    """(bits as stored, float32 value) of a positive scale ``x`` (float32) in the scale dtype of
-    ``kind`` (0 fp32, 1 fp16, 2 bf16); a zero scale (an all-zero group) becomes 1."""
-    b = np.int64(np.float32(x).view(np.uint32)) & 0x7FFFFFFF
-    if kind == 2:
-        h = (b + 0x7FFF + ((b >> 16) & 1)) >> 16
-        h = min(h, 0x7F7F)
-        if h == 0:
-            h = 0x3F80
-        return h, np.uint32(h << 16).view(np.float32)
-    if kind == 1:
-        h = _round_bits(b, 10, 15, 0x7BFF)
-        if h == 0:
-            h = 0x3C00
-        return h, _f16_value(h)
-    v = np.float32(x)
-    if v == 0:
-        v = np.float32(1.0)
-    return np.int64(v.view(np.uint32)), v
-
-
-@register_jitable
-def _f16_value(h):
-    """The float32 value of fp16 bits ``h`` (non-negative)."""
-    e = (h >> 10) & 0x1F
-    m = h & 0x3FF
-    if e == 0:
-        return np.float32(m) * np.float32(2.0 ** -24)
-    return np.uint32(((e + 112) << 23) | (m << 13)).view(np.float32)
-
-
-@register_jitable
-def _code_of(t, fmt_id, z, levels):
-    """The code of the scaled value ``t`` (float32 w / s): ``fmt_id`` 0 int4 (z is 8), 1 int4
-    with zero point ``z``, 2 int8, 3 the nearest of 16 ``levels`` (the first of equals)."""
-    if fmt_id == 3:
-        best = 0
-        d0 = abs(t - levels[0])
-        for c in range(1, 16):
-            d = abs(t - levels[c])
-            if d < d0:
-                d0 = d
-                best = c
-        return best
-    top = 255 if fmt_id == 2 else 15
-    q = np.int64(_rint(t)) + z
-    return max(0, min(q, top))
-
-
-@register_jitable
-def _rint(x):
-    """np.rint (to nearest, ties to even) for device code: numba-cuda has no rint ufunc."""
-    f = math.floor(x)
-    d = x - f
-    if d > 0.5 or (d == 0.5 and f % 2 == 1):
-        f += 1
-    return f
-
-
-_SLAB = 1 << 16                  # packed words per NumPy pass
-_FMT_ID = {"int4": 0, "int4_zp": 1, "int8": 2}
-
-
-def _fmt_id(fmt: Format) -> int:
-    return 3 if fmt.user is not None else _FMT_ID[fmt.name]
-
-
-def _levels32(fmt: Format) -> np.ndarray:
-    return fmt.levels().astype(np.float32)
-
-
-def _qrange(fmt: Format) -> float:
-    """The largest magnitude a code stands for (symmetric formats): the scale is amax / it."""
-    if fmt.user is not None:
-        return float(np.max(np.abs(_levels32(fmt))))
-    return float(fmt.offset - 1)
-
 
 # --- quantize -------------------------------------------------------------------------------------
 
@@ -260,7 +169,7 @@ def quantize(w, fmt="int4", group: int = 128, scale_dtype: str = "bfloat16") -> 
     if kind == "numpy":
         codes, scales, zeros = _quantize_numpy(np.asarray(w), fmt, group, scale_dtype)
         return pack(codes, scales, zeros, fmt, group, scale_dtype)
-    return _quantize_gpu(w, kind, n, k, dt, fmt, group, scale_dtype)
+    return pack(*quantize_gpu(w, kind, n, k, dt, fmt, group, scale_dtype), fmt, group, scale_dtype)
 
 
 def _as_f32(w) -> np.ndarray:
@@ -281,12 +190,12 @@ def _quantize_numpy(w, fmt, group, scale_dtype):
         z = np.clip(np.rint(-mn / s32), 0, fmt.qmax).astype(np.int64)
     else:
         amax = np.maximum.reduceat(np.abs(wf), starts, axis=1)
-        bits, s32 = scale_fn(amax / np.float32(_qrange(fmt)))
+        bits, s32 = scale_fn(amax / np.float32(qrange(fmt)))
         z = np.full(bits.shape, fmt.offset, np.int64)
     sfull = np.repeat(s32, gk, axis=1)[:, :k]
     t = wf / sfull
     if fmt.user is not None:
-        lev = _levels32(fmt)
+        lev = levels32(fmt)
         codes = np.empty((n, k), np.uint8)
         step = max(1, (1 << 22) // max(k, 1))
         for r0 in range(0, n, step):                  # (rows at a time: 16 distances per element)
@@ -301,7 +210,7 @@ def _quantize_numpy(w, fmt, group, scale_dtype):
 
 
 def _scales_np(x: np.ndarray, scale_dtype: str):
-    """``_scale_of`` on an array: (bits, float32 values) of positive float32 scales rounded to
+    """``qconvert.scale_of`` on an array: (bits, float32 values) of positive float32 scales rounded to
     ``scale_dtype`` (saturated; a zero scale becomes 1)."""
     x = np.asarray(x, np.float32)
     if scale_dtype == "bfloat16":
@@ -343,155 +252,6 @@ def _scale_values_np(scales, scale_dtype: str) -> np.ndarray:
         return (a.view(np.uint16).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
     return a.astype(np.float64)
 
-
-# --- GPU kernels (plain Numba: the simulator runs them) ----------------------------------------------
-
-THREADS = 256
-
-
-def _grid(n: int) -> int:
-    return max(1, min(cdiv(n, THREADS), 1 << 15))
-
-
-def _quantize_kernels(bf16_in: bool):
-    load = _load_bf16 if bf16_in else _load_float
-
-    @cuda.jit
-    def quantize_kernel(w, codes, sbits, zeros, n, k, gk, groups, fmt_id, skind, qr, levels):
-        """One thread per (row, group): its scale (and zero point), then its codes."""
-        for i in range(cuda.grid(1), n * groups, cuda.gridsize(1)):
-            r = i // groups
-            gi = i - r * groups
-            k0 = gi * gk
-            k1 = min(k0 + gk, k)
-            if fmt_id == 1:
-                mn = load(w, r, k0)
-                mx = mn
-                for kk in range(k0 + 1, k1):
-                    v = load(w, r, kk)
-                    mn = min(mn, v)
-                    mx = max(mx, v)
-                bits, s = _scale_of((mx - mn) / np.float32(15), skind)
-                z = max(0, min(np.int64(_rint(-mn / s)), 15))
-                zeros[gi, r] = z
-            else:
-                a = np.float32(0)
-                for kk in range(k0, k1):
-                    a = max(a, abs(load(w, r, kk)))
-                bits, s = _scale_of(a / qr, skind)
-                z = 128 if fmt_id == 2 else 8
-            sbits[gi, r] = bits
-            for kk in range(k0, k1):
-                codes[r, kk] = _code_of(load(w, r, kk) / s, fmt_id, z, levels)
-    return quantize_kernel
-
-
-_QK = {}
-
-
-def _quantize_gpu(w, kind, n, k, dt, fmt, group, scale_dtype):
-    groups = _groups(k, group)
-    with _placed(w, kind) as stream:
-        codes = _new(kind, w, (n, k), np.uint8, stream)
-        sbits = _new(kind, w, (groups, n), np.int64, stream)
-        zeros = _new(kind, w, (groups, n), np.uint8, stream)
-        if dt not in _QK:
-            _QK[dt] = _quantize_kernels(dt == "bfloat16")
-        lev = cuda.to_device(_levels32(fmt), stream=stream)
-        _configured(_QK[dt], _grid(n * groups), THREADS, stream)(
-            _input_view(w, kind, dt, stream), _numba_view(codes), _numba_view(sbits), _numba_view(zeros), n, k,
-            group or k, groups, _fmt_id(fmt), SCALE_KIND[scale_dtype], np.float32(_qrange(fmt)), lev)
-        scales = _bits_to_scales(sbits, kind, w, scale_dtype, stream)
-    return pack(codes, scales, zeros if fmt.zeros else None, fmt, group, scale_dtype)
-
-
-@cuda.jit
-def _narrow_kernel(src, dst, n):
-    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
-        dst[i] = src[i]
-
-
-def _bits_to_scales(sbits, kind, like, scale_dtype, stream):
-    """Scales of ``scale_dtype`` (torch: that dtype; other kinds: float32, float16, or uint16
-    bits of bfloat16) from int64 bits, on the GPU."""
-    shape = tuple(sbits.shape)
-    raw = np.uint32 if scale_dtype == "float32" else np.uint16
-    out = _new(kind, like, shape, raw, stream)
-    size = int(np.prod(shape))
-    _configured(_narrow_kernel, _grid(size), THREADS, stream)(
-        _numba_view(sbits).reshape(size), _numba_view(out).reshape(size), size)
-    if kind == "torch":
-        import torch
-        return out.view(torch.int32 if raw is np.uint32 else torch.int16).view(getattr(torch, scale_dtype))
-    if scale_dtype == "float32":
-        return out.view(np.float32)
-    if scale_dtype == "float16":
-        return out.view(np.float16)
-    return out
-
-
-@cuda.jit
-def _pack_kernel(codes, packed, n, k, kc, order, bits, per_word):
-    """packed[wi] = its codes (``element_of``), 0 past the weight's edges."""
-    for wi in range(cuda.grid(1), packed.shape[0], cuda.gridsize(1)):
-        word = np.uint32(0)
-        for j in range(per_word):
-            r, c = element_of(wi, j, kc, order)
-            if r < n and c < k:
-                word |= np.uint32(codes[r, c]) << np.uint32(bits * j)
-        packed[wi] = word
-
-
-@cuda.jit
-def _unpack_kernel(packed, codes, n, k, kc, order, bits, per_word):
-    mask = (1 << bits) - 1
-    for wi in range(cuda.grid(1), packed.shape[0], cuda.gridsize(1)):
-        word = np.int64(packed[wi])
-        for j in range(per_word):
-            r, c = element_of(wi, j, kc, order)
-            if r < n and c < k:
-                codes[r, c] = (word >> (bits * j)) & mask
-
-
-@cuda.jit
-def _dequantize_kernel(packed, sbits, zeros, levels, out, n, k, kc, order, bits, per_word, gk, skind, has_z, z0,
-                       okind):
-    """out[r, c] = value(code) * s, rounded to the output kind (0 fp32 value, 1 fp16 bits,
-    2 bf16 bits): the value * s product is exact in float32, so that is one rounding."""
-    mask = (1 << bits) - 1
-    for wi in range(cuda.grid(1), packed.shape[0], cuda.gridsize(1)):
-        word = np.int64(packed[wi])
-        for j in range(per_word):
-            r, c = element_of(wi, j, kc, order)
-            if r < n and c < k:
-                gi = c // gk
-                q = (word >> (bits * j)) & mask
-                z = np.int64(zeros[gi, r]) if has_z else z0
-                sb = np.int64(sbits[gi, r])
-                if skind == 2:
-                    s = np.uint32((sb & 0xFFFF) << 16).view(np.float32)
-                elif skind == 1:
-                    s = _f16_value(sb & 0xFFFF)
-                else:
-                    s = np.uint32(sb & 0xFFFFFFFF).view(np.float32)
-                v = (levels[q] if z0 < 0 else np.float32(q - z)) * s
-                if okind == 0:
-                    out[r, c] = v
-                else:
-                    out[r, c] = _round16(v, okind)
-
-
-@register_jitable
-def _round16(v, okind):
-    """The bits (as int16) of float32 v rounded to fp16 (1) or bf16 (2), to nearest even."""
-    b = np.int64(np.float32(v).view(np.uint32))
-    sign = (b >> 16) & 0x8000
-    a = b & 0x7FFFFFFF
-    if okind == 2:
-        h = (a + 0x7FFF + ((a >> 16) & 1)) >> 16
-    else:
-        h = _round_bits(a, 10, 15, 0x7C00)
-    return np.int16(np.int64(sign | h) - (65536 if (sign | h) >= 32768 else 0))
 
 
 # --- pack / unpack / dequantize ------------------------------------------------------------------------
@@ -547,7 +307,7 @@ def pack(codes, scales, zeros=None, fmt="int4", group: int = 128, scale_dtype: O
                                None if zeros is None else np.asarray(zeros))
     with _placed(codes, kind) as stream:
         packed = _new(kind, codes, (nwords,), np.int32 if kind == "torch" else np.uint32, stream)
-        _configured(_pack_kernel, _grid(nwords), THREADS, stream)(
+        _configured(pack_kernel, grid(nwords), THREADS, stream)(
             _numba_view(_raw(codes, kind)), _numba_view(packed), n, k, kc, order, fmt.bits, per)
     return QuantizedWeight(fmt, n, k, group, scale_dtype, packed, scales, zeros)
 
@@ -577,9 +337,7 @@ def unpack(qw: QuantizedWeight):
         return codes, qw.scales, qw.zeros
     with _placed(qw.packed, kind) as stream:
         codes = _new(kind, qw.packed, (qw.n, qw.k), np.uint8, stream)
-        nwords = int(describe(qw.packed, "packed")[1][0])
-        _configured(_unpack_kernel, _grid(nwords), THREADS, stream)(
-            _numba_view(_raw(qw.packed, kind)), _numba_view(codes), qw.n, qw.k, kc, order, fmt.bits, per)
+        _decode(qw, codes, np.zeros(1, np.float32), -1, stream)
     return codes, qw.scales, qw.zeros
 
 
@@ -615,24 +373,28 @@ def dequantize(qw: QuantizedWeight, dtype: str = "float32", act_dtype: str = "bf
     if kind == "numpy":
         w = _weight64(qw, act_dtype)
         return _round_np(w, dtype).astype(np.float32) if dtype == "float32" else _np_out(w, dtype)
-    _, _, kc = qw.padded
-    order, per = ORDERS[fmt.order], _codes_per_word(fmt)
     lev = levels_in(fmt, act_dtype).astype(np.float32)
-    okind = SCALE_KIND[dtype]
     with _placed(qw.packed, kind) as stream:
-        raw = np.float32 if dtype == "float32" else np.int16
-        out = _new(kind, qw.packed, (qw.n, qw.k), raw, stream)
-        nwords = int(describe(qw.packed, "packed")[1][0])
-        z = qw.zeros if qw.zeros is not None else _new(kind, qw.packed, (1, 1), np.uint8, stream)
-        _configured(_dequantize_kernel, _grid(nwords), THREADS, stream)(
-            _numba_view(_raw(qw.packed, kind)), _scale_view(qw.scales, kind, qw.scale_dtype),
-            _numba_view(_raw(z, kind)), cuda.to_device(lev, stream=stream), _numba_view(out), qw.n, qw.k, kc, order,
-            fmt.bits, per, qw.group_k, SCALE_KIND[qw.scale_dtype], qw.zeros is not None,
-            -1 if fmt.user is not None else fmt.offset, okind)
+        out = _new(kind, qw.packed, (qw.n, qw.k), np.float32 if dtype == "float32" else np.int16, stream)
+        _decode(qw, out, lev, SCALE_KIND[dtype], stream)
     if kind == "torch" and dtype != "float32":
         import torch
         return out.view(getattr(torch, dtype))
     return out
+
+
+def _decode(qw: QuantizedWeight, out, levels: np.ndarray, okind: int, stream) -> None:
+    """``qconvert.decode_kernel`` over a GPU weight's words into ``out`` (N, K): its codes
+    (``okind`` -1) or its values in the output kind ``okind``."""
+    fmt, kind = qw.fmt, qw.kind
+    _, _, kc = qw.padded
+    nwords = int(describe(qw.packed, "packed")[1][0])
+    z = qw.zeros if qw.zeros is not None else _new(kind, qw.packed, (1, 1), np.uint8, stream)
+    _configured(decode_kernel, grid(nwords), THREADS, stream)(
+        _numba_view(_raw(qw.packed, kind)), _scale_view(qw.scales, kind, qw.scale_dtype), _numba_view(_raw(z, kind)),
+        cuda.to_device(levels, stream=stream), _numba_view(out), qw.n, qw.k, kc, ORDERS[fmt.order], fmt.bits,
+        _codes_per_word(fmt), qw.group_k, SCALE_KIND[qw.scale_dtype], qw.zeros is not None,
+        -1 if fmt.user is not None else fmt.offset, okind)
 
 
 def _scale_view(scales, kind, scale_dtype):
@@ -780,202 +542,5 @@ def to_torch(qw: QuantizedWeight, device="cuda") -> QuantizedWeight:
                            t(qw.zeros))
 
 
-# --- the product --------------------------------------------------------------------------------------
-
-SMALL_ROWS = 64          # x of at most this many rows: the streaming kernel (``qgemm.MAX_ROWS``)
-_PLANS: dict = {}
-
-
-def pick(m: int, n: int, k: int, fmt: Format):
-    """(``qgemm.QConfig``, n8 tiles of x) of the streaming kernel for an M x K x N product: a
-    tile of x per 8 rows; fewer loads in flight as x's fragments take more registers; more warps
-    per block (a finer split of K) where the features make fewer blocks than the GPU has SMs."""
-    from .qgemm import QConfig
-    nt = 1 if m <= 8 else 2 if m <= 16 else 4 if m <= 32 else 8
-    u = {1: 4, 2: 2, 4: 1, 8: 1}[nt]          # (registers: 68-104 at 8 warps, no spills; sass tests)
-    blocks = cdiv(n, TILE_N)
-    warps = 8 if blocks >= 132 or nt == 8 else 16       # (x of 64 rows: 160 registers, 8 warps at most)
-    return QConfig(1, warps, u), nt
-
-
-def _facts(x, kind):
-    from .api import operand_facts
-    return operand_facts(x, kind)
-
-
-def gemm(x, qw: QuantizedWeight, *, out=None, out_dtype=None, stream=None, c=None, alpha: float = 1.0,
-         beta: float = 0.0, bias=None, activation=None, epilogue=None, epilogue_args=(), config=None):
-    """``x @ w.T`` (``F.linear``'s product) with the quantized weight ``qw`` of w (N, K), fused
-    with ``numba_tc.gemm``'s epilogue: ``epilogue(act(alpha * x @ w.T + beta * c + bias), row,
-    col, *epilogue_args)`` (bias of length N per column, as ``nn.Linear``'s).
-
-    x: (M, K) bfloat16 or float16, a GPU array (torch, CuPy, Numba) of ``qw``'s kind and device,
-    rows of unit stride. M <= 64 (decoding): the weight-streaming kernel (``qgemm``); larger: the
-    weight dequantized to x's type in one pass into a temporary, then ``numba_tc.gemm``. The
-    result: (M, N) of x's type (or ``out_dtype`` float32), new or ``out`` (row-major). Runs on
-    the caller's current stream (or ``stream``), caches plans, never synchronizes.
-    ``config``: a ``qgemm.QConfig`` (benchmarks), else ``pick``'s. Inference only: torch tensors
-    that need a gradient raise TypeError."""
-    from . import driver, runtime
-    from .api import _epilogue_facts
-    from .arrays import dtype_name, new_like
-    from .intrinsics import SIMULATOR
-    kind = array_kind(x)
-    if kind == "numpy" or SIMULATOR:
-        raise TypeError("quant.gemm takes GPU arrays (torch, CuPy, Numba); for NumPy see quant.reference")
-    if not isinstance(qw, QuantizedWeight):
-        raise TypeError(f"qw must be a QuantizedWeight (quant.quantize), got {type(qw).__name__}")
-    if qw.kind != kind:
-        raise TypeError(f"x is a {kind} array but the weight's arrays are {qw.kind}: use one kind")
-    if kind == "torch":
-        import torch
-        if torch.is_grad_enabled() and (x.requires_grad or getattr(bias, "requires_grad", False)):
-            raise TypeError("quantized products are for inference: run them under torch.no_grad() "
-                            "(a QuantizedWeight has no gradient)")
-    fx, px = _facts(x, kind)
-    fo, po = (None, 0) if out is None else _facts(out, kind)
-    ekey, run = (None, None)
-    plain = c is None and bias is None and activation is None and epilogue is None and alpha == 1.0 and beta == 0.0
-    if not plain:
-        ekey, run = _epilogue_facts(kind, c, alpha, beta, bias, activation, epilogue, epilogue_args)
-    key = (fx, id(qw), qw.arrays_key(), fo, out is None, None if out_dtype is None else dtype_name(out_dtype),
-           ekey, config)
-    cacheable = plain or run is not None          # (an epilogue whose facts could not be read: no cache)
-    try:
-        hit = _PLANS.get(key) if cacheable else None
-    except TypeError:                             # (an unhashable argument)
-        hit, cacheable = None, False
-    if hit is None:
-        hit = _plan(x, qw, out, out_dtype, kind, (c, alpha, beta, bias, activation, epilogue, epilogue_args),
-                    plain, config)
-        if hit[1] is not None:
-            if run is None:
-                run = hit[1].run
-            hit = hit[:1] + (hit[1].fixed(),) + hit[2:]       # (the cache keeps no call's arrays)
-        if cacheable:
-            if len(_PLANS) > 1024:
-                _PLANS.clear()
-            _PLANS[key] = hit
-    plan, bound, m, n, odt, dev, large = hit
-    with driver.on_device(dev):
-        st = runtime.stream_handle(stream) if stream is not None else runtime.current_stream(kind, dev)
-        if large is not None:
-            return large(x, out, st, stream)
-        if out is None:
-            out = new_like(kind, x, m, n, odt, handle=st, device=dev)
-            po = arrays_address(out, kind)
-        if plan is not None:
-            ep = (0,) if bound is None else bound.values(bound.spec, run)
-            pz = 0 if qw.zeros is None else arrays_address(qw.zeros, kind)
-            plan.run((px, arrays_address(qw.packed, kind), arrays_address(qw.scales, kind), pz, po) + ep, st)
-    return out
-
-
-def arrays_address(x, kind):
-    from .arrays import address
-    return address(x, kind)
-
-
-def _arrays_key(self):
-    """What of a weight's arrays decides a plan: their addresses (a weight re-made at another
-    address is planned again) and shapes."""
-    return tuple(None if a is None else (arrays_address(a, self.kind), tuple(a.shape)) for a in self.arrays())
-
-
-QuantizedWeight.arrays_key = _arrays_key
-
-
-def _plan(x, qw, out, out_dtype, kind, epi_args, plain, config):
-    """(plan, bound epilogue, m, n, out dtype, device, large-product closure or None) for a call."""
-    from . import driver, runtime
-    from .arrays import dtype_name
-    from .epilogue_args import bind
-    from .plan import Plan, Step
-    from .qgemm import MAX_ROWS, qgemm_kernel
-    _, shape, strides, dt, _ = describe(x, "x")
-    if len(shape) != 2:
-        raise ValueError(f"x must be 2-D (rows, K), got shape {tuple(shape)}")
-    if dt not in ACT_DTYPES:
-        raise TypeError(f"x has dtype {dt}; quantized products take {' or '.join(ACT_DTYPES)} activations")
-    m, k = (int(v) for v in shape)
-    if k != qw.k:
-        raise ValueError(f"x has K = {k} but the weight is {qw.n}x{qw.k} (out_features x in_features)")
-    if m > 1 and strides[1] != 1 or (m == 1 and k > 1 and strides[1] != 1):
-        raise ValueError(f"x must have unit stride along K, got strides {tuple(strides)}")
-    lda = int(strides[0]) if m > 1 else k
-    odt = dt if out_dtype is None else dtype_name(out_dtype)
-    if odt not in (dt, "float32"):
-        raise TypeError(f"out_dtype {odt}: the result of {dt} activations is {dt} or float32")
-    n = qw.n
-    ldc = n
-    if out is not None:
-        _, oshape, ostr, odt2, _ = describe(out, "out")
-        if tuple(oshape) != (m, n):
-            raise ValueError(f"out has shape {tuple(oshape)}, expected {(m, n)}")
-        if out_dtype is not None and odt2 != odt:
-            raise TypeError(f"out has dtype {odt2} but out_dtype={odt}")
-        odt = odt2
-        if odt not in (dt, "float32"):
-            raise TypeError(f"out has dtype {odt}; the result of {dt} activations is {dt} or float32")
-        if n > 1 and ostr[1] != 1:
-            raise ValueError("out must be row-major (unit stride along N)")
-        ldc = int(ostr[0]) if m > 1 else n
-    dev = runtime.device_of(x, kind)
-    for name, a in zip(("packed", "scales", "zeros"), qw.arrays()):
-        if a is not None and runtime.device_of(a, kind) != dev:
-            raise ValueError(f"the weight's {name} is on device {runtime.device_of(a, kind)}, x on {dev}")
-    bound = None
-    if not plain:
-        bound = bind(kind, m, n, dt, odt, dev, *epi_args, k=k)
-    if m > MAX_ROWS or m > SMALL_ROWS:
-        return None, bound, m, n, odt, dev, _large(qw, dt, kind, dev, epi_args, odt)
-    if m == 0:
-        return None, bound, m, n, odt, dev, None
-    fmt = qw.fmt
-    cfg, nt = config if config is not None else pick(m, n, k, fmt)
-    np_, kp, kc = qw.padded
-    kcv = cdiv(k, fmt.chunk_k)
-    cpw = cdiv(cdiv(kcv, cfg.warps), cfg.u) * cfg.u
-    ntiles = np_ // TILE_N
-    exact = k % fmt.chunk_k == 0 and lda % 4 == 0 and _facts(x, kind)[1] % 8 == 0
-    spec = bound.spec if bound is not None else None
-    from .epilogue import PLAIN
-    kern = qgemm_kernel(cfg, fmt, dt, qw.scale_dtype, odt, nt, qw.group_k, exact, spec or PLAIN)
-    groups = qw.groups
-    grid = cdiv(ntiles, cfg.tm)
-
-    def args(px, pp, ps, pz, pc, *ep):
-        return (px, pp, ps, pz, pc, m, n, k, lda, ldc, kc, kcv, cpw, ntiles, groups, *ep)
-    with driver.on_device(dev):
-        plan = Plan([Step(kern, grid, cfg.threads, args, label=f"qgemm {fmt.name} {cfg}")], dev, False)
-    plan.variant = "quant"
-    return plan, bound, m, n, odt, dev, None
-
-
-def _large(qw, dt, kind, dev, epi_args, odt):
-    """The product of many rows: the weight dequantized to ``dt`` into a temporary (Npad x Kpad,
-    row-major), then ``numba_tc.gemm`` on its (K, N) view with the epilogue."""
-    from . import api, driver
-    from .arrays import new_like
-    from .plan import Plan, Step
-    from .qgemm import DEQUANT_THREADS, dequant_kernel
-    np_, kp, kc = qw.padded
-    ntiles = np_ // TILE_N
-    kern = dequant_kernel(qw.fmt, dt, qw.scale_dtype, qw.group_k)
-    grid = cdiv(ntiles * kc * 32, DEQUANT_THREADS)
-    n, k = qw.n, qw.k
-
-    def args(pp, ps, pz, pw):
-        return (pp, ps, pz, pw, n, kp, kc, ntiles, qw.groups)
-    with driver.on_device(dev):
-        plan = Plan([Step(kern, grid, DEQUANT_THREADS, args, label=f"dequantize {qw.fmt.name}")], dev, False)
-    c, alpha, beta, bias, activation, epilogue, epilogue_args = epi_args
-
-    def run(x, out, st, stream):
-        w = new_like(kind, x, np_, kp, dt, handle=st, device=dev)
-        pz = 0 if qw.zeros is None else arrays_address(qw.zeros, kind)
-        plan.run((arrays_address(qw.packed, kind), arrays_address(qw.scales, kind), pz, arrays_address(w, kind)), st)
-        wt = w[:n, :k].T
-        return api.gemm(x, wt, out=out, out_dtype=odt, stream=st if stream is None else stream, c=c, alpha=alpha,
-                        beta=beta, bias=bias, activation=activation, epilogue=epilogue, epilogue_args=epilogue_args)
-    return run
+# the product (``qproduct``), here for ``numba_tc.quant.gemm``
+from .qproduct import explain, gemm, pick  # noqa: E402

@@ -42,7 +42,7 @@ class QuantLinear(nn.Module):
         return cls(quant.quantize(w, fmt, group, scale_dtype), lin.bias)
 
     def forward(self, x):
-        if self.packed.data_ptr() != quant.arrays_address(self.qw.packed, "torch"):     # (moved: .to, .cuda)
+        if self.packed is not self.qw.packed:          # (moved: .to and .cuda make new buffers)
             self.qw = quant.QuantizedWeight(self.qw.fmt, self.qw.n, self.qw.k, self.qw.group,
                                             self.qw.scale_dtype, self.packed, self.scales, self.zeros)
         shape = x.shape

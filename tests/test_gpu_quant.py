@@ -2,9 +2,10 @@
 exactly dequantized weight (``quant.reference``) element by element, within fp32 accumulation and
 the output's rounding (the dequantizing path of many rows also within the weight's rounding to
 16 bits), poisoned outputs, every format (the NF4 user function too), groups that do not divide
-K, ragged N and K, unaligned x, both 16-bit types, float32 output, the epilogue (bias, activation,
-a user's function); GPU quantize/dequantize equal to NumPy's bit for bit; ``QuantLinear``; a CUDA
-graph replays it. (Numbers: benchmarks/quantized.py.)"""
+K, ragged N and K, unaligned and 8-byte aligned x, both 16-bit types, float32 output, the
+epilogue (bias, activation, a user's function; changed between calls of one plan); every shape
+of the streaming kernel (clusters of 1 to 8 blocks) and the same bits twice; GPU
+quantize/dequantize equal to NumPy's bit for bit; ``QuantLinear``; a CUDA graph replays it. (Numbers: benchmarks/quantized.py.)"""
 import math
 
 import numpy as np
@@ -69,7 +70,8 @@ CASES = [  # (format, group, dtype, rows, n, k, x padded (unaligned rows))
     (Q.INT4_ZP, 32, "bfloat16", 16, 130, 200, 3), (Q.INT8, 0, "bfloat16", 1, 1024, 2048, 0),
     (Q.INT8, 0, "float16", 16, 130, 360, 0), (Q.INT8, 128, "bfloat16", 2, 256, 1000, 0),
     (USER, 64, "bfloat16", 1, 4096, 4096, 0), (USER, 64, "bfloat16", 8, 130, 360, 1),
-    (USER, 128, "float16", 2, 512, 1024, 0)]
+    (USER, 128, "float16", 2, 512, 1024, 0), (Q.INT4, 128, "bfloat16", 2, 520, 2048, 4),   # x rows 8-byte aligned
+    (Q.INT4, 128, "bfloat16", 1, 256, 14336, 0), (Q.INT4, 32, "bfloat16", 40, 384, 2048, 0)]
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0].name}-g{c[1]}-{c[2]}-m{c[3]}-{c[4]}x{c[5]}-pad{c[6]}")
@@ -81,6 +83,25 @@ def test_streaming_product(case):
     y = Q.gemm(x, qw, out=out)
     assert y is out
     _check(y, x, qw, dt)
+
+
+CONFIGS = [  # (tm, warps, u, split, minb): every shape the kernel takes, clusters of 1 to 8 blocks
+    (1, 4, 1, 1, 4), (2, 4, 2, 3, 4), (4, 2, 1, 8, 4), (1, 1, 4, 1, 8), (2, 4, 4, 5, 2), (1, 8, 2, 2, 2)]
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: "tm{}-w{}-u{}-split{}-minb{}".format(*c))
+@pytest.mark.parametrize("fmt", [Q.INT4, USER], ids=lambda f: f.name)
+def test_configurations_and_determinism(cfg, fmt):
+    """Any configuration (``config=``) gives the product, ragged K and N split over a cluster's
+    blocks and their warps; the sums' order is fixed: two runs agree bit for bit."""
+    from numba_tc.qgemm import QConfig
+    n, k, m = 200, 1000, 5
+    qw = Q.quantize(_weight(n, k), fmt, 64)
+    x = _x(m, k, "bfloat16")
+    c = QConfig(*cfg)
+    y = Q.gemm(x, qw, config=c)
+    _check(y, x, qw, "bfloat16")
+    assert torch.equal(y, Q.gemm(x, qw, config=c))
 
 
 @pytest.mark.parametrize("fmt", [Q.INT4, USER], ids=lambda f: f.name)
@@ -149,6 +170,27 @@ def nn_linear(k, n):
     with torch.no_grad():
         lin.bias.normal_()
     return lin
+
+
+def test_repeated_calls_and_epilogue_arguments():
+    """The short path (a plan kept on the weight) and a changed bias on a kept plan: each call's
+    own arrays, never a cached one's."""
+    n, k = 264, 512
+    qw = Q.quantize(_weight(n, k), "int4", 128)
+    x = _x(2, k, "bfloat16")
+    first = Q.gemm(x, qw)
+    x2 = _x(2, k, "bfloat16", seed=7)
+    _check(Q.gemm(x2, qw), x2, qw, "bfloat16")
+    assert torch.equal(Q.gemm(x, qw), first)
+    assert "qgemm" in Q.explain(x, qw)
+    for seed in (3, 4):
+        b = torch.randn(n, device="cuda", generator=torch.Generator(device="cuda").manual_seed(seed)).to(torch.bfloat16)
+        _check(Q.gemm(x, qw, bias=b), x, qw, "bfloat16", ref_extra=lambda r: r + b.double().cpu().numpy())
+    xl = _x(130, k, "bfloat16")
+    for seed in (5, 6):
+        b = torch.randn(n, device="cuda", generator=torch.Generator(device="cuda").manual_seed(seed)).to(torch.bfloat16)
+        _check(Q.gemm(xl, qw, bias=b), xl, qw, "bfloat16", weight_rounding=OUT_HALF_ULP["bfloat16"],
+               ref_extra=lambda r: r + b.double().cpu().numpy())
 
 
 def test_errors():

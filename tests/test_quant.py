@@ -43,8 +43,10 @@ def test_layout_is_a_bijection_onto_the_padded_weight(fmt, group):
 
 def test_one_lane_load_holds_its_mma_fragments():
     """Word s of lane (g, t) in tile 0, chunk 0: the A fragment of k16 step s in the permuted K
-    order (thread t's K are 16 s + 4 t .. + 3), rows g and g + 8 (magic order: register r =
-    nibbles r, r + 4; register r's row is g + 8 (r % 2), its K 2 (r // 2) + half)."""
+    order (thread t's K of step s are 16 t + 4 s .. + 3: over the chunk's four steps one run of
+    16, so its activations are 32 contiguous bytes), rows g and g + 8 (magic order: register r =
+    nibbles r, r + 4; register r's row is g + 8 (r % 2), its K 2 (r // 2) + half). Each step's
+    K are 16 distinct values (the mma's k slots, permuted alike for A and B)."""
     for lane in range(32):
         g, t = divmod(lane, 4)
         for s in range(4):
@@ -52,7 +54,32 @@ def test_one_lane_load_holds_its_mma_fragments():
             for j in range(8):
                 n, k = element_of(wi, j, 1, 0)
                 r, h = j % 4, j // 4
-                assert (n, k) == (g + 8 * (r % 2), 16 * s + 4 * t + 2 * (r // 2) + h)
+                assert (n, k) == (g + 8 * (r % 2), 16 * t + 4 * s + 2 * (r // 2) + h)
+    for order, per, words in ((0, 8, 1), (1, 8, 1), (2, 4, 2)):       # a step's K over the four lanes t
+        for s in range(4 // words):
+            ks = {int(element_of(t * 4 + words * s + w, j, 1, order)[1]) for t in range(4) for w in range(words)
+                  for j in range(per)}
+            assert len(ks) == 16
+
+
+def test_pick_covers_k_and_fits():
+    """Every picked configuration is valid, its parts cover K's chunks, every block of a cluster
+    has a part, and few tiles take more parts of K than many."""
+    from numba_tc import qproduct
+    from numba_tc.qformat import INT4
+    for k, n in ((4096, 4096), (4096, 14336), (14336, 4096), (8192, 28672), (360, 130), (64, 16)):
+        for m in (1, 4, 16, 32, 64):
+            for group in (32, 128, k):
+                cfg, nt = qproduct.pick(m, n, k, INT4, group_k=group)
+                assert 8 * nt >= m
+                kcv = -(-k // 64)
+                cpp = qproduct._chunks_per_part(cfg, kcv)
+                assert cpp % cfg.u == 0 and cpp * cfg.parts >= kcv
+                assert cpp * cfg.warps * (cfg.split - 1) < kcv
+                assert qproduct._scale_registers(cfg.tm, cfg.u, INT4, group) <= 16
+    few = qproduct.pick(1, 4096, 14336, INT4)[0]
+    many = qproduct.pick(1, 28672, 8192, INT4)[0]
+    assert few.parts > many.parts
 
 
 @pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name)

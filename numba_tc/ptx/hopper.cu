@@ -173,6 +173,16 @@ extern "C" __device__ int cluster_sync(int* ret) {
     return 0;
 }
 
+// A float of CTA `cta` of the cluster at the offset of `p[off]` in this CTA's shared memory
+// (mapa.shared::cluster, PTX ISA 9.7.9.15; ld.shared::cluster, 9.7.9.8: distributed shared
+// memory). The caller orders it after the other CTA's stores with cluster_sync.
+extern "C" __device__ int lds_cluster_f32(float* ret, const float* p, int off, int cta) {
+    unsigned local = (unsigned)__cvta_generic_to_shared(p + off), remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(cta));
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(*ret) : "r"(remote) : "memory");
+    return 0;
+}
+
 // ---------------------------------------------------------------------------------------------
 // wgmma (PTX ISA 9.7.15): warpgroup-wide (128 threads) D[64 x N] (+)= A[64 x 16] * B[16 x N],
 // A and B read from shared memory through 64-bit matrix descriptors (9.7.15.5.1; packed by

@@ -24,6 +24,16 @@ extern "C" __device__ int ldg_v2u32(int* ret, u32* f, int off, i64 gaddr) {
     return 0;
 }
 
+// 16 bytes of the activations (ld.global.nc.v4.u32, PTX ISA 9.7.9.8): a thread's run of one row
+// of x in a chunk (the layout gives thread t of a k16 step the K after thread t - 1's whole run),
+// the B fragments of two k16 steps. Read-only while the kernel runs; kept in L1 (every warp of a
+// block reads the same rows).
+extern "C" __device__ int ldg_nc_v4(int* ret, u32* f, int off, i64 gaddr) {
+    asm("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+        : "=r"(f[off]), "=r"(f[off + 1]), "=r"(f[off + 2]), "=r"(f[off + 3]) : "l"(gaddr));
+    return 0;
+}
+
 // One byte (ld.global.nc.u8, PTX ISA 9.7.9.8): a zero point.
 extern "C" __device__ int ldg_u8(u32* ret, i64 gaddr) {
     unsigned short v;
@@ -88,6 +98,21 @@ extern "C" __device__ int dq_int8(int* ret, u32* f, int off, u32 w0, u32 w1, int
             float x = __uint_as_float(a) - 8388736.0f, y = __uint_as_float(b) - 8388736.0f;
             asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(f[off + i]) : "f"(y), "f"(x));
         }
+    }
+    return 0;
+}
+
+// A user format's four A registers of one step (layout "lut": register r = byte r of the word, a
+// pair of codes) from the table of code pairs in shared memory, one copy per lane: entry `pair`
+// of this lane at `lane_base + 128 * pair` (ld.shared.u32, PTX ISA 9.7.9.8). Per register one
+// prmt (byte r), one multiply-add, one load. Volatile: kept after the barrier that ends the fill.
+extern "C" __device__ int lut_pairs4(int* ret, u32* f, int off, u32 w, int lane_base) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+        u32 pair, addr;
+        asm("prmt.b32 %0, %1, 0, %2;" : "=r"(pair) : "r"(w), "r"(0x4440 + r));
+        asm("mad.lo.u32 %0, %1, 128, %2;" : "=r"(addr) : "r"(pair), "r"(lane_base));
+        asm volatile("ld.shared.u32 %0, [%1];" : "=r"(f[off + r]) : "r"(addr));
     }
     return 0;
 }
