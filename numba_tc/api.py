@@ -23,7 +23,7 @@ from typing import Dict, List, Optional, Union
 
 import numpy as np
 
-from . import arrays, batch, driver, runtime
+from . import arrays, batch, driver, runtime, user_epilogue
 from .arrays import array_kind, as_matrix, dtype_name
 from .config import MmaConfig, SimtConfig, Variant, WgmmaConfig
 from .epilogue import PLAIN
@@ -334,13 +334,14 @@ class _Problem:
             return plan
         spec = epi.spec.flipped() if swap else epi.spec
         try:
-            plan = Plan(v.plan(A, B, C, self.device, epi=spec), self.device, swap)
+            with user_epilogue.before_build(spec.user):
+                plan = Plan(v.plan(A, B, C, self.device, epi=spec), self.device, swap)
             plan.variant = v.name
         except Exception as e:
             if spec.user is None or not _numba_error(e):
                 raise
-            raise EpilogueError(f"the epilogue function {spec.user.name} does not compile into the "
-                                f"{v.name!r} kernel:\n{e}") from None
+            raise EpilogueError(f"the epilogue function {user_epilogue.where(spec.user.fn)} does not compile "
+                                f"into the {v.name!r} kernel:\n{user_epilogue.numba_message(e)}") from None
         plan.epilogue = spec
         return plan
 
@@ -877,7 +878,14 @@ def _gemm_copying(a, b, variant, out, out_dtype, stream, allow_tf32, epi_args=No
                                                    stream=nst, k=pr.k)
         plan = pr.plan(A, B, C, epi)
         handle = (lambda x: x.data) if SIMULATOR else (lambda x: x.ptr)
-        plan.run(_values(handle(A), handle(B), handle(C), epi, None, plan), st)
+        try:
+            plan.run(_values(handle(A), handle(B), handle(C), epi, None, plan), st)
+        except Exception as e:        # (the simulator: an exception in a device thread)
+            fn = epi.spec.user.fn if epi is not None and epi.spec.user is not None else None
+            if fn is None or not SIMULATOR or not user_epilogue.raised_in(e, fn):
+                raise
+            raise EpilogueError(f"the epilogue function {user_epilogue.where(fn)} raised {type(e).__name__} in "
+                                f"the simulator's kernel: {e}") from None
         if kind == "numpy":
             host = arrays.to_host(dev_out, pr.out_dtype, stream=nst)
             if not SIMULATOR:
