@@ -395,6 +395,7 @@ def _user_array(x, kind, d, stream):
     item = arrays.np_dtype(d[3]).itemsize
     if kind == "numpy":
         from numba import cuda
+        x = np.ascontiguousarray(x if x.dtype.isnative else x.astype(x.dtype.newbyteorder("=")))
         if SIMULATOR:
             return cuda.to_device(x, stream=stream), tuple(x.shape), (0,) * x.ndim
         # (a bfloat16 array as its raw 16-bit words: Numba's device arrays have no bfloat16)
