@@ -361,13 +361,15 @@ def _lookup(a, b, variant, out, out_dtype, allow_tf32, kind, epi_args, a_cast=Fa
 def _gemm_gpu(a, b, variant, out, out_dtype, stream, allow_tf32, kind, epi_args):
     """A call on GPU arrays (``epi_args``: its epilogue's arguments, or None): the cached call,
     the result, the launches on the caller's stream."""
+    if stream is not None:
+        checks.stream_for(stream, kind, None)         # (before a plan is made: its device, below)
+    if out is not None and epi_args is not None:
+        _reads_out(out, epi_args)
     call, run, pa, pb, po = _lookup(a, b, variant, out, out_dtype, allow_tf32, kind, epi_args)
     if out is not None and call.spans is not None:
         sa, sb, so = call.spans
         if _overlap(po, so, pa, sa) or _overlap(po, so, pb, sb):
             raise ValueError("out overlaps a or b: the result would overwrite its own inputs")
-        if epi_args is not None:
-            _reads_out(out, epi_args)
     with driver.on_device(call.device):
         st = _stream(kind, call.device, stream)
         if out is None:

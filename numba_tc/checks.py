@@ -178,9 +178,12 @@ def out_aliases(out, c, beta, bias, user_args, scales, in_place=frozenset()) -> 
     reads += [(f"epilogue_args[{i}]", x, i in in_place) for i, x in enumerate(user_args or ())]
     reads += [(name, x, False) for name, x in zip(("scale_a", "scale_b"), scales or ())]
     for name, x, same in reads:
-        if x is None or isinstance(x, (int, float, np.number, bool)):
+        try:
+            d = arrays.describe(x, name)
+        except (TypeError, AttributeError):      # (not an array: ``epilogue_args.bind`` says so)
             continue
-        d = arrays.describe(x, name)
+        if d[4] is None:                          # (a NumPy array: copied, never out)
+            continue
         qlo, qhi = _extent(d)
         if lo < qhi and qlo < hi and not (same and tuple(d[1:4]) == tuple(do[1:4]) and d[4] == do[4]):
             raise ValueError(f"out overlaps {name}: the kernel would read {name} while it writes out. Only c, or "

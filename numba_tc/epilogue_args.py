@@ -379,11 +379,12 @@ def _described_user(fn, args, kind, device, m: int, n: int) -> Tuple[UserFunctio
 
 def _indexable(name: str, fn, shape: tuple, axes: tuple, m: int, n: int) -> None:
     """ValueError unless an array of ``shape`` that ``fn`` indexes as ``x[axes]`` (("row", "col"),
-    ("col",), ...) can be read so at every row < m and column < n of the output."""
-    spelled = f"{name.split('[')[0]}[{', '.join(axes)}]"
-    if len(shape) != len(axes):
+    ("col",), ...: its leading dimensions) can be read so at every row < m and column < n of the
+    output."""
+    spelled = f"x[{', '.join(axes)}]"
+    if len(shape) < len(axes):
         raise ValueError(f"{name} is {len(shape)}-D with shape {shape}, but {user_epilogue.where(fn)} indexes it "
-                         f"as {spelled}: it must be {len(axes)}-D")
+                         f"as {spelled}: it must have {len(axes)} dimensions")
     need = tuple(m if a == "row" else n for a in axes)
     if any(s < w for s, w in zip(shape, need)):
         raise ValueError(f"{name} has shape {shape}, but {user_epilogue.where(fn)} reads it as {spelled} at every "

@@ -228,12 +228,14 @@ def _indexing(py) -> tuple:
         return out if all(out) and not (set(names[1:3]) & rebound) else None
 
     for st in _statements(ir):
+        if isinstance(st, nir.Del):
+            continue
         for var in st.list_vars():
             arg = alias.get(var.name)
             if arg is None or arg in names[:3]:
                 continue
-            if isinstance(st, nir.Assign) and isinstance(st.value, nir.Var):
-                continue                                    # (a copy: its uses count)
+            if isinstance(st, nir.Assign) and (st.target.name == var.name or isinstance(st.value, nir.Var)):
+                continue                                    # (its definition, or a copy: its uses count)
             if isinstance(st, nir.Assign) and isinstance(st.value, nir.Expr) and st.value.op == "getitem" \
                     and st.value.value.name == var.name:
                 uses.setdefault(arg, []).append(axes(st.value.index.name))
