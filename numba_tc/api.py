@@ -70,24 +70,29 @@ class _Problem(checks.Operands):
         if self.a_cast and (swap or not any(v.auto_takes(A, B, C) for v in self.cands)):
             raise _NotFused()
         v = pick(self.cands, A, B, C, self.named)
-        if epi is None:
-            plan = Plan(v.plan(A, B, C, self.device), self.device, swap)
-            plan.variant = v.name
-            checks.launchable(plan, v.name)
-            return plan
-        spec = epi.spec.flipped() if swap else epi.spec
-        try:
-            with user_epilogue.before_build(spec.user):
-                plan = Plan(v.plan(A, B, C, self.device, epi=spec), self.device, swap)
-            plan.variant = v.name
-        except Exception as e:
-            if spec.user is None or not _numba_error(e):
-                raise
-            raise EpilogueError(f"the epilogue function {user_epilogue.where(spec.user.fn)} does not compile "
-                                f"into the {v.name!r} kernel:\n{user_epilogue.numba_message(e)}") from None
-        plan.epilogue = spec
+        spec = None if epi is None else epi.spec.flipped() if swap else epi.spec
+        plan = _built(spec, lambda: Plan(v.plan(A, B, C, self.device, **({} if spec is None else {"epi": spec})),
+                                         self.device, swap), v.name)
+        plan.variant = v.name
+        if spec is not None:
+            plan.epilogue = spec
         checks.launchable(plan, v.name)
         return plan
+
+
+def _built(spec, make, variant: str):
+    """``make()``, a plan whose kernels are built with the epilogue ``spec`` (or None): a user's
+    function is compiled alone before any kernel with it is (``user_epilogue.before_build``), and
+    a Numba error building the kernel is an EpilogueError naming the function."""
+    user = None if spec is None else spec.user
+    try:
+        with user_epilogue.before_build(user):
+            return make()
+    except Exception as e:
+        if user is None or not _numba_error(e):
+            raise
+        raise EpilogueError(f"the epilogue function {user_epilogue.where(user.fn)} does not compile into the "
+                            f"{variant!r} kernel:\n{user_epilogue.numba_message(e)}") from None
 
 
 class _NotFused(Exception):
@@ -236,6 +241,7 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
     a, b: 2-D NumPy arrays (copied to the GPU and back), Numba device arrays, CuPy arrays or torch
     CUDA tensors, both of one kind and one dtype, on one GPU; row-major, column-major or strided
     views with one unit-stride dimension. Any M, N, K >= 0 (K == 0 gives zeros, as NumPy does).
+    NaN and Inf among the inputs give IEEE results, as a float64 product would.
     variant: a name from ``numba_tc.variants()``, a ``Variant``, or "auto" (the fastest for this
     GPU and dtype).
     out: optional array of shape (M, N), of the kind and device of ``a``, to write into (row- or
@@ -252,8 +258,9 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
     The epilogue, fused into the kernel's store (fp32, before rounding to the output type):
     ``out = epilogue(act(alpha * a @ b + beta * c + bias), row, col, *epilogue_args)``.
     c: an (M, N) array (the output's dtype or float32; may be ``out`` itself, to accumulate in
-    place), scaled by beta. bias: a 1-D array of length N (one value per column; also when
-    M == N) or M (one per row). activation: "relu", "gelu" (erf), "gelu_tanh" or "silu".
+    place), scaled by beta (not read when beta is 0, as in torch.addmm). bias: a 1-D array of
+    length N (one value per column; also when M == N) or M (one per row). activation: "relu",
+    "gelu" (erf), "gelu_tanh" or "silu".
     scale_a, scale_b: fp8 inputs (float8_e4m3fn, float8_e5m2, or one of each) are products of
     quantized values, and need both, float32 arrays read on the GPU (a captured graph replays with
     new values): one value each (per-tensor: the product is ``(scale_a * a) @ (scale_b * b)``),
@@ -265,7 +272,8 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
     only: ``a`` row-major and ``b`` column-major (``b = w.T`` of a row-major (N, K) weight) run
     as they are, other layouts through a transposing copy.
     epilogue: a ``numba.cuda.jit(device=True)`` function ``f(acc, row, col, *epilogue_args)``
-    returning the value to store; epilogue_args: arrays (of the operands' kind and device,
+    returning the value to store (one real number; it only reads its arrays: no writes, no
+    atomics, no raise); epilogue_args: a tuple of arrays (of the operands' kind and device,
     indexed as in any Numba kernel) and ints or floats. A function is compiled into the kernel
     and cached on disk by its code: a new process reuses it, an edited one is rebuilt.
 
@@ -274,21 +282,23 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
 
     Returns the (M, N) result: a new array of ``a``'s kind, or ``out``.
 
-    Raises (each message names the argument and the problem):
-      TypeError: a and b of different kinds or dtypes, an unsupported dtype or array type, ``out``,
-        ``c``, ``bias`` or an epilogue array of another kind or dtype, an ``out_dtype`` the inputs
-        cannot produce, a variant that does not take this dtype, an ``epilogue`` that is not a
-        device function.
-      ValueError: operands that are not 2-D, inner dimensions that differ, ``out`` or ``c`` of the
-        wrong shape, ``out`` overlapping an input, strides with no unit-stride dimension, operands
-        on two GPUs, an unknown variant (the valid ones are listed), a named variant that cannot
-        run these operands, a bias of the wrong length, an unknown activation.
+    Raises (each message names the argument and the problem; see also ``checks``):
+      TypeError: arguments of another kind, dtype or type (a, b, out, c, bias, scales, epilogue
+        arrays), an ``out_dtype`` the inputs cannot produce, a variant that does not take this
+        dtype, an ``epilogue`` that is not a device function.
+      ValueError: wrong shapes or dimensions (an epilogue array the function indexes beyond its
+        shape too), ``out`` overlapping an input or an array the epilogue reads (but c itself),
+        strides with no unit-stride dimension, operands on two GPUs, an unknown variant (the valid
+        ones are listed) or one that cannot run these operands, an unknown activation, a problem
+        too large for Numba's CUDA simulator.
       numba_tc.NoGPUError: no CUDA GPU, or a process forked after CUDA was used (start it with
         the spawn start method instead).
       numba_tc.UnsupportedDeviceError: a GPU too old (or too new: wgmma is sm_90a only) for the
         named variant, or a variant Numba's CUDA simulator cannot run.
-      numba_tc.EpilogueError: an epilogue function that does not compile into the kernel (with
-        Numba's message).
+      numba_tc.EpilogueError: within seconds, before a kernel is built, an epilogue function that
+        cannot be the kernel's, named with its file:line: the wrong number of parameters, an
+        undefined name, recursion, raise or assert, writes or atomics, a return value that is not
+        one real number, anything Numba does not compile (with Numba's message).
       numba_tc.CaptureError: NumPy operands while the stream is being captured into a CUDA graph.
       numba_tc.CudaError: a CUDA driver call failed.
 
@@ -502,10 +512,10 @@ def _batched_plan(pr, a0, b0, o0, bt, epi):
         if not v.batched:
             return None
         spec = PLAIN if epi is None else epi.spec
-        steps = v.plan(A, B, C, pr.device, epi=spec, batch=bt)
+        steps = _built(spec, lambda: v.plan(A, B, C, pr.device, epi=spec, batch=bt), v.name)
         if steps is None:
             return None
-        plan = Plan(steps, pr.device, False)
+        plan = _built(spec, lambda: Plan(steps, pr.device, False), v.name)
     plan.variant, plan.epilogue = v.name, spec
     return plan
 

@@ -31,7 +31,8 @@ from .epilogue import USER_ARRAY_DTYPES, is_device_function
 from .errors import EpilogueError
 from .intrinsics import SIMULATOR
 
-__all__ = ["check", "indexing", "where", "compile_alone", "before_build", "probe", "raised_in", "numba_message",
+__all__ = ["check", "indexing", "where", "argument_types", "compile_alone", "before_build", "probe", "raised_in",
+           "numba_message",
            "COMPILE_SECONDS"]
 
 COMPILE_SECONDS = 20          # the time limit of compiling a function alone (``compile_alone``)
