@@ -45,6 +45,7 @@ if ROOT not in sys.path:
 from numba import cuda  # noqa: E402
 
 LIMIT = 30                      # seconds a case may take
+SLACK = 20                      # more seconds the parent waits for a worker's answer before it kills it
 MARK = "@@bad_input "           # a worker's record line starts with this
 TIERS = ("sim", "gpu")
 
@@ -746,6 +747,31 @@ def gpu_dtypes(k):
     return Case(lambda: gemm(a, b, scale_a=sa, scale_b=sb), lambda: _product(a, b), "correct")
 
 
+if os.environ.get("NUMBA_TC_BAD_INPUT_SELFTEST"):        # (the tool's own test: what must fail does)
+    @family(tiers=("sim",), reps=1)
+    def selftest_hang_in_python(k):
+        return Case(lambda: time.sleep(1000), lambda: np.zeros(1), "correct")
+
+    @family(tiers=("sim",), reps=1)
+    def selftest_hang_deaf(k):                # (its alarm never delivered: the parent kills it)
+        def deaf():
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+            time.sleep(1000)
+        return Case(deaf, lambda: np.zeros(1), "correct")
+
+    @family(tiers=("sim",), reps=1)
+    def selftest_wrong(k):
+        return Case(lambda: np.ones((2, 2), np.float32), lambda: np.zeros((2, 2)), "correct")
+
+    @family(tiers=("sim",), reps=1)
+    def selftest_unclear(k):
+        return Case(lambda: np.ones(2).reshape(3))
+
+    @family(tiers=("sim",), reps=1)
+    def selftest_crash(k):
+        return Case(lambda: os._exit(3))
+
+
 # ---------------------------------------------------------------------------------------------
 # Running one case (in a worker)
 # ---------------------------------------------------------------------------------------------
@@ -892,7 +918,7 @@ class _Worker:
         self.p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", "--tier", tier,
                                    "--seed", str(seed), "--limit", str(limit)], env=env, cwd=ROOT,
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log)
-        self.buf = b""
+        self.buf, self.eof = b"", False
         self.ready = self._read(600) is not None
 
     def _read(self, timeout: float) -> Optional[dict]:
@@ -913,6 +939,7 @@ class _Worker:
                 return None
             chunk = os.read(fd, 1 << 16)
             if not chunk:
+                self.eof = True                    # (it died)
                 return None
             self.buf += chunk
 
@@ -970,10 +997,11 @@ def run(tier: str, seed: int = 0, workers: int = 2, limit: float = LIMIT, only: 
     if warm:
         valid = [i for i in todo if plan[i].family in _VALID]
         _run_indices(plan, valid, tier, seed, workers, 300, None)
-    records = _run_indices(plan, todo, tier, seed, workers, limit, log)
-    for r in records:
-        r.update(gpu=gpu, commit=commit)
-    return records
+    def tagged(rec):
+        rec.update(gpu=gpu, commit=commit)
+        if log:
+            log(rec)
+    return _run_indices(plan, todo, tier, seed, workers, limit, tagged)
 
 
 # the families with valid calls (``--warm`` runs them first)
@@ -1008,12 +1036,12 @@ def _run_indices(plan, todo, tier, seed, workers, limit, log) -> List[dict]:
                     w = None
                     continue
             t = time.perf_counter()
-            rec = w.ask(i, limit + 20)
+            rec = w.ask(i, limit + SLACK)
             if rec is None:
-                died = w.p.poll() is not None
+                died = w.eof or w.p.poll() is not None
                 rec = {"case": plan[i].name, "tier": tier, "outcome": "wrong" if died else "hang", "expect": "?",
                        "exception": None, "seconds": round(time.perf_counter() - t, 3),
-                       "why": ("the worker died: " + w.stderr_tail()) if died else f"killed after {limit + 20} s"}
+                       "why": ("the worker died: " + w.stderr_tail()) if died else f"killed after {limit + SLACK} s"}
                 w.close()
                 w = None
             elif rec["outcome"] in ("hang", "wrong"):
@@ -1064,10 +1092,15 @@ def main(argv=None) -> int:
         print(f"{len(plan)} cases", file=sys.stderr)
         return 0
 
+    done = []
+
     def log(rec):
         mark = "ok " if passed(rec, args.limit) else "BAD"
         print(f"{mark} {rec['case']:<36} {rec['outcome']:<8} {rec['seconds']:6.2f}s  "
               f"{(rec['why'] or rec['exception'] or '')[:110]}", flush=True)
+        done.append(rec)
+        if args.out:                       # (as it goes: a run cut short keeps what it did)
+            _write(args.out, done)
     warm = args.tier == "gpu" if args.warm is None else args.warm
     workers = args.workers or (4 if args.tier == "gpu" else 2)
     records = run(args.tier, args.seed, workers, args.limit, args.only, warm, log)
@@ -1076,10 +1109,15 @@ def main(argv=None) -> int:
                                                 for o in ("error", "correct", "wrong", "hang"))
           + f"; slowest {max((r['seconds'] for r in records), default=0):.1f} s; {len(bad)} below the bar")
     if args.out:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        with open(args.out, "w") as f:
-            json.dump(records, f, indent=1)
+        _write(args.out, records)
     return 1 if bad else 0
+
+
+def _write(path: str, records: List[dict]) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path + ".part", "w") as f:
+        json.dump(records, f, indent=1)
+    os.replace(path + ".part", path)
 
 
 if __name__ == "__main__":

@@ -26,16 +26,17 @@ from . import arrays, batch, checks, driver, registry, runtime, user_epilogue
 from .arrays import array_kind, as_matrix
 from .config import Variant
 from .epilogue import PLAIN, element_reads
-from .epilogue_args import bind, is_plain, runtime_values, validate
+from .epilogue_args import bind, is_plain, runtime_values, validate, without_function
 from .errors import CaptureError, EpilogueError, NoGPUError, UnsupportedDeviceError
-from .runtime import default_device, device_capability
 from .intrinsics import SIMULATOR
 from .plan import Plan
 from .registry import (candidates, get_variant, input_precision, pick, register, registered, unregister,
                        variant_from, variants)
+from .runtime import default_device, device_capability
 
 __all__ = ["gemm", "explain", "variants", "get_variant", "register", "unregister", "registered", "variant_from",
            "NoGPUError", "UnsupportedDeviceError", "EpilogueError", "device_capability", "default_device"]
+
 
 class _Problem(checks.Operands):
     """A call's operands checked (``checks.Operands``; with ``epi_args`` on NumPy arrays or under
@@ -339,8 +340,7 @@ def _epilogue_of(c, alpha, beta, bias, activation, epilogue, epilogue_args, scal
     """A call's epilogue arguments as one tuple (``bind``'s), or None for the plain product."""
     if scales is not None or not is_plain(c, alpha, beta, bias, activation, epilogue):
         return c, alpha, beta, bias, activation, epilogue, epilogue_args, scales
-    if epilogue_args:
-        raise ValueError("epilogue_args were given without an epilogue function")
+    without_function(epilogue_args)
     return None
 
 

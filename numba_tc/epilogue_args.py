@@ -17,7 +17,7 @@ from .epilogue import (ACTIVATIONS, USER_ARRAY_DTYPES, Epilogue, UserFunction, c
 from .intrinsics import SIMULATOR
 from .layout import FP8
 
-__all__ = ["bind", "validate", "Bound", "is_plain"]
+__all__ = ["bind", "validate", "without_function", "Bound", "is_plain"]
 
 
 def is_plain(c, alpha, beta, bias, activation, epilogue) -> bool:
@@ -92,7 +92,7 @@ def _handle(mat):
 class _Checked:
     """A call's epilogue arguments checked (``_check``), before anything is copied or compiled:
     the descriptions ``bind`` builds on."""
-    __slots__ = ("allowed", "c", "bias", "axis", "user", "args", "scales", "mode")
+    __slots__ = ("c", "bias", "axis", "user", "args", "scales", "mode")
 
 
 def validate(kind: str, m: int, n: int, dtype: str, out_dtype: str, device, c, alpha, beta, bias, activation,
@@ -109,7 +109,7 @@ def _check(kind, m, n, dtype, out_dtype, device, c, alpha, beta, bias, activatio
         _scalar(name, x)
     ch = _Checked()
     # (the SIMT ladder reads fp32 only: there all three are fp32)
-    ch.allowed = allowed = tuple(dict.fromkeys(d for d in (dtype, out_dtype, "float32") if d not in FP8))
+    allowed = tuple(dict.fromkeys(d for d in (dtype, out_dtype, "float32") if d not in FP8))
     ch.c = ch.bias = ch.axis = ch.user = ch.scales = ch.mode = None
     ch.args = ()
     if c is not None and beta != 0.0:
@@ -124,13 +124,19 @@ def _check(kind, m, n, dtype, out_dtype, device, c, alpha, beta, bias, activatio
         raise ValueError(f"activation {activation!r} is not one of {', '.join(map(repr, ACTIVATIONS))}")
     if epilogue is not None:
         ch.user, ch.args = _described_user(epilogue, epilogue_args, kind, device, m, n)
-    elif epilogue_args is not None and not isinstance(epilogue_args, (tuple, list)):
-        raise TypeError(f"epilogue_args must be a tuple, got {type(epilogue_args).__name__}")
-    elif epilogue_args:
-        raise ValueError("epilogue_args were given without an epilogue function")
+    else:
+        without_function(epilogue_args)
     if scales is not None or dtype in FP8:
         ch.scales, ch.mode = _described_scales(scales, dtype, kind, device, m, n, k)
     return ch
+
+
+def without_function(epilogue_args) -> None:
+    """TypeError or ValueError unless ``epilogue_args`` is empty (there is no epilogue function)."""
+    if epilogue_args is not None and not isinstance(epilogue_args, (tuple, list)):
+        raise TypeError(f"epilogue_args must be a tuple, got {type(epilogue_args).__name__}")
+    if epilogue_args:
+        raise ValueError("epilogue_args were given without an epilogue function")
 
 
 def _scalar(name: str, x) -> None:

@@ -1,7 +1,9 @@
 """Where a call runs: the device that holds its operands, and the caller's stream on it.
 
 * Device: torch ``tensor.get_device()``, CuPy ``array.device.id``, for other GPU arrays (Numba's
-  included) the driver's answer for their address. NumPy operands go to Numba's current device.
+  included) the driver's answer for their address. NumPy operands go to Numba's current device
+  (``default_device``: ``NoGPUError`` without a GPU, or in a child forked after its parent used
+  CUDA, which the driver cannot survive).
 * Stream, when the caller names none: torch's current stream *of the operands' device*, CuPy's
   current stream, Numba's default stream for Numba and NumPy arrays. A stream the caller names
   may be a torch, CuPy or Numba stream, an object with ``.handle`` (cuda.core), or a raw handle.

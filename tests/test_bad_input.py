@@ -16,6 +16,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _tool():
+    """benchmarks/bad_input.py, loaded afresh (its families depend on the environment)."""
     spec = importlib.util.spec_from_file_location("bad_input", os.path.join(ROOT, "benchmarks", "bad_input.py"))
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod                # (dataclasses look their module up)
@@ -45,3 +46,21 @@ def test_the_generator_is_seeded_and_covers_every_family():
     one, two = (tool.Kit("sim", 7, "bad_bias", 1) for _ in range(2))
     assert one.mnk() == two.mnk() and tool.Kit("sim", 8, "bad_bias", 1).mnk() != tool.Kit("sim", 7, "bad_bias",
                                                                                            1).mnk()
+
+
+@pytest.mark.skipif(SIM, reason="runs its own simulator workers")
+def test_the_fuzz_fails_what_it_must(monkeypatch):
+    # a hang its alarm ends, one it cannot (the worker killed and replaced), a wrong result, an
+    # error raised inside NumPy, a worker that dies: each below the bar; a case after them runs
+    monkeypatch.setenv("NUMBA_TC_BAD_INPUT_SELFTEST", "1")
+    tool = _tool()
+    monkeypatch.setattr(tool, "SLACK", 3)
+    records = {r["case"]: r for r in tool.run("sim", seed=0, workers=1, limit=2,
+                                              only="selftest|bad_bias-0")}
+    assert {c: r["outcome"] for c, r in records.items()} == {
+        "selftest_hang_in_python-0": "hang", "selftest_hang_deaf-0": "hang", "selftest_wrong-0": "wrong",
+        "selftest_unclear-0": "wrong", "selftest_crash-0": "wrong", "bad_bias-0": "error"}, records
+    assert "raised in" in records["selftest_unclear-0"]["why"] and "died" in records["selftest_crash-0"]["why"]
+    assert "killed after 5 s" in records["selftest_hang_deaf-0"]["why"]
+    assert not any(tool.passed(r) for c, r in records.items() if c.startswith("selftest"))
+    assert tool.passed(records["bad_bias-0"])
