@@ -257,7 +257,8 @@ def _on_device(x, name: str, kind: str, device):
     if xk != kind:
         raise TypeError(f"{name} must be a {kind} array like a and b, got {xk}")
     if kind == "torch" and not x.is_cuda:
-        raise TypeError(f"{name} is a torch tensor on {x.device}: move it to device {device}, with a and b")
+        raise TypeError(f"{name} is not on a CUDA device (a torch tensor on {x.device}): move it to device {device}, "
+                        "with a and b")
     if device is not None and kind != "numpy" and not SIMULATOR:
         from . import runtime
         d = runtime.device_of(x, kind)

@@ -24,7 +24,7 @@ import contextlib
 import signal
 import threading
 import warnings
-from functools import lru_cache
+import weakref
 from typing import Dict, Optional, Tuple
 
 from .epilogue import USER_ARRAY_DTYPES, is_device_function
@@ -59,9 +59,23 @@ def check(fn, nargs: int) -> None:
     if not is_device_function(fn):
         raise TypeError(f"epilogue must be a numba.cuda.jit(device=True) function f(acc, row, col, "
                         f"*epilogue_args), got {type(fn).__name__}")
-    why = _checked(getattr(fn, "py_func", fn), nargs)
+    py = getattr(fn, "py_func", fn)
+    try:
+        why = _CHECKED[py][nargs]
+    except (KeyError, TypeError):
+        why = _checked(py, nargs)
+        try:
+            _CHECKED.setdefault(py, {})[nargs] = why
+        except TypeError:                        # (no weak references to it: not remembered)
+            pass
     if why is not None:
         raise _error(fn, why)
+
+
+# function -> {number of epilogue_args: why it cannot be an epilogue, or None}; weak, so that a
+# closure made anew each step does not stay alive here (Numba freezes a function's globals when
+# it first compiles it: a function is what it was when first checked)
+_CHECKED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _arity(py, nargs: int) -> Optional[str]:
@@ -81,10 +95,8 @@ def _arity(py, nargs: int) -> Optional[str]:
     return None
 
 
-@lru_cache(maxsize=256)
 def _checked(py, nargs: int) -> Optional[str]:
-    """Why ``py`` cannot be an epilogue with ``nargs`` arguments, or None (remembered per
-    function: Numba freezes a function's globals when it first compiles it, ``code_digest``)."""
+    """Why ``py`` cannot be an epilogue with ``nargs`` arguments, or None."""
     why = _arity(py, nargs)
     if why is not None:
         return why
@@ -133,7 +145,7 @@ def _calls_checked(py, ir, stack: tuple, done: set) -> Optional[str]:
         value = st.value.value
         if value is nir.UNDEFINED:
             return f"reads an undefined name{_line(st)}: NameError: name {st.value.name!r} is not defined"
-        if isinstance(value, pytypes.FunctionType):
+        if isinstance(value, pytypes.FunctionType) and not _numba_types(value):
             return (f"calls the Python function {st.value.name!r}{_line(st)}, which Numba cannot compile: make "
                     "it a device function (numba.cuda.jit(device=True))")
         inner = getattr(value, "py_func", None)
@@ -150,6 +162,21 @@ def _calls_checked(py, ir, stack: tuple, done: set) -> Optional[str]:
             return f"calls {where(inner)}{_line(st)}, which {why}"
     done.add(py)
     return None
+
+
+def _numba_types(fn) -> bool:
+    """Whether Numba's typing knows a plain Python function (one with an ``overload``)."""
+    if SIMULATOR:
+        from numba.core.registry import cpu_target as target
+    else:
+        from numba.cuda.descriptor import cuda_target as target
+    ctx = target.typing_context
+    ctx.refresh()
+    try:
+        ctx.resolve_value_type(fn)
+        return True
+    except Exception:
+        return False
 
 
 def _no_writes(ir) -> Optional[str]:
@@ -193,10 +220,21 @@ def indexing(fn) -> Dict[int, Tuple[str, ...]]:
     """How ``fn`` indexes its array arguments: {position among epilogue_args: ("row", "col"),
     ("col",), ...} for each argument that it only ever indexes by its own row and column, in some
     order (``x[row, col]``, ``x[col]``); arguments used otherwise are left out (not checked)."""
-    return dict(_indexing(getattr(fn, "py_func", fn)))
+    py = getattr(fn, "py_func", fn)
+    code = getattr(py, "__code__", None)
+    if code is None:
+        return {}
+    hit = _INDEXING.get(code)
+    if hit is None:
+        if len(_INDEXING) >= 256:
+            _INDEXING.clear()
+        hit = _INDEXING[code] = _indexing(py)
+    return dict(hit)
 
 
-@lru_cache(maxsize=256)
+_INDEXING: dict = {}       # code object -> ``_indexing`` (a closure made anew shares its code)
+
+
 def _indexing(py) -> tuple:
     ir = _frontend(py)
     if isinstance(ir, str):
