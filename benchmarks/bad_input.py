@@ -996,10 +996,14 @@ def run(tier: str, seed: int = 0, workers: int = 2, limit: float = LIMIT, only: 
     if warm:
         valid = [i for i in todo if plan[i].family in _VALID]
         _run_indices(plan, valid, tier, seed, workers, 300, None)
-    def tagged(rec):
+    import threading
+    lock = threading.Lock()
+
+    def tagged(rec):                      # (called from the workers' threads: one at a time)
         rec.update(gpu=gpu, commit=commit)
         if log:
-            log(rec)
+            with lock:
+                log(rec)
     return _run_indices(plan, todo, tier, seed, workers, limit, tagged)
 
 
