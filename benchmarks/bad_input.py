@@ -808,7 +808,8 @@ def compare(got, ref: np.ndarray, tol: float) -> Optional[str]:
         return f"shape {g.shape}, expected {ref.shape}"
     nan_r, nan_g = np.isnan(ref), np.isnan(g)
     if (nan_r != nan_g).any():
-        return f"NaN at {int((nan_g & ~nan_r).sum())} places the reference has none, missing at {int((nan_r & ~nan_g).sum())}"
+        extra, missing = int((nan_g & ~nan_r).sum()), int((nan_r & ~nan_g).sum())
+        return f"NaN at {extra} places the reference has none, missing at {missing}"
     inf_r = np.isinf(ref)
     if (np.isinf(g) != inf_r).any() or (np.sign(g[inf_r]) != np.sign(ref[inf_r])).any():
         return "Inf where the reference has none (or not of its sign)"

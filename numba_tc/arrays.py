@@ -21,8 +21,8 @@ from .errors import CudaError
 from .intrinsics import SIMULATOR
 from .layout import FP8, ITEMSIZE
 
-__all__ = ["Matrix", "as_matrix", "as_copied", "array_kind", "dtype_name", "describe", "address", "new_like", "np_dtype",
-           "numba_facts", "empty_cache", "zero_fill", "device_out", "SUPPORTED_DTYPES"]
+__all__ = ["Matrix", "as_matrix", "as_copied", "array_kind", "dtype_name", "describe", "address", "new_like",
+           "np_dtype", "numba_facts", "empty_cache", "zero_fill", "device_out", "SUPPORTED_DTYPES"]
 
 SUPPORTED_DTYPES = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
 

@@ -28,8 +28,7 @@ import time
 from . import cache
 
 __all__ = ["ENTRY", "BODY", "entry_source", "key_material", "compile_cubin", "cubin", "KERNEL_MODULES",
-           "parse_cc", "target", "link",
-           "compiling", "failures_remembered", "before_compiling"]
+           "parse_cc", "target", "link", "compiling", "failures_remembered", "before_compiling"]
 
 ENTRY = "numba_tc_kernel"
 BODY = "numba_tc_body"
