@@ -104,7 +104,7 @@ MUTANTS = [
        ("red_add_f32(pC, m * ldc + n + q, acc[a0 + q])", "red_add_f32(pC, m * ldc + n + q, EPI(acc[a0 + q], m, n + q, ep))")],
       ["tests/test_simulator_operands.py"], "the tail split is disabled under an epilogue; this re-enables it",
       extra=["-k", "epilogue"]),
-    M("poison never reaches the device (a fresh device output)", "sim", "numba_tc/api.py",
+    M("poison never reaches the device (a fresh device output)", "sim", "numba_tc/arrays.py",
       [("    if out is None:\n        return cuda.device_array((m, n), dtype=raw, stream=stream)",
         "    if True:\n        return cuda.device_array((m, n), dtype=raw, stream=stream)")],
       ["tests/test_simulator_poison.py"]),
@@ -118,7 +118,7 @@ MUTANTS = [
       extra=["-k", "column_major"]),
     # ---- gpu: tensor cores, Hopper pipelines, streams ------------------------------------------
     M("ignore stream=", "gpu", "numba_tc/api.py",
-      [("    return runtime.stream_handle(stream) if stream is not None else runtime.current_stream(kind, dev)",
+      [("    return checks.stream_for(stream, kind, dev) if stream is not None else runtime.current_stream(kind, dev)",
         "    return runtime.current_stream(kind, dev)")],
       ["tests/test_gpu_streams.py"], extra=["-k", "not hopper"]),
     M("launch on the legacy stream instead of the caller's", "gpu", "numba_tc/driver.py",

@@ -130,9 +130,21 @@ def cmd_list(args) -> int:
 # ---------------------------------------------------------------------------------------------
 # demo: the simulator check
 
+def _demo_size(s: str) -> Tuple[int, int, int]:
+    """``parse_size``, and a problem the simulator runs (``checks.simulator_size``)."""
+    from numba_tc import checks
+    size = parse_size(s)
+    try:
+        checks.simulator_size(*size)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return size
+
+
 def _demo_arguments(p):
-    p.add_argument("--size", type=parse_size, default=(21, 38, 19), metavar="MxNxK",
-                   help="the problem (default 21x38x19: ragged, smaller than every tile)")
+    p.add_argument("--size", type=_demo_size, default=(21, 38, 19), metavar="MxNxK",
+                   help="the problem (default 21x38x19: ragged, smaller than every tile; at most "
+                        "NUMBA_TC_SIMULATOR_MNK multiply-adds, 128x128x128)")
 
 
 @command("demo", "check every SIMT rung in Numba's CUDA simulator (no GPU needed)", _demo_arguments)

@@ -1,4 +1,5 @@
-"""Public entry: ``gemm``, and the registry of variants it dispatches to.
+"""Public entry: ``gemm`` (and ``explain``, ``prepare``), dispatching to the registered variants
+(``registry``).
 
     >>> import numba_tc, numpy as np
     >>> a, b = np.random.rand(300, 200).astype(np.float32), np.random.rand(200, 500).astype(np.float32)
@@ -15,307 +16,49 @@ the operands' device (``runtime``) and enqueues the launches (``driver``).
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import os
 import sys
 import weakref
-from typing import Dict, List, Optional, Union
+from typing import Optional, Union
 
 import numpy as np
 
-from . import arrays, batch, driver, runtime
-from .arrays import array_kind, as_matrix, dtype_name
-from .config import MmaConfig, SimtConfig, Variant, WgmmaConfig
-from .epilogue import PLAIN
-from .epilogue_args import bind, is_plain, runtime_values
+from . import arrays, batch, checks, driver, registry, runtime, user_epilogue
+from .arrays import array_kind, as_matrix
+from .config import Variant
+from .epilogue import PLAIN, element_reads
+from .epilogue_args import bind, is_plain, runtime_values, validate, without_function
 from .errors import CaptureError, EpilogueError, NoGPUError, UnsupportedDeviceError
 from .intrinsics import SIMULATOR
-from .layout import FP8
 from .plan import Plan
+from .registry import (candidates, get_variant, input_precision, pick, register, registered, unregister,
+                       variant_from, variants)
+from .runtime import default_device, device_capability
 
 __all__ = ["gemm", "explain", "variants", "get_variant", "register", "unregister", "registered", "variant_from",
            "NoGPUError", "UnsupportedDeviceError", "EpilogueError", "device_capability", "default_device"]
 
-_LADDER_ORDER = {"simt": 0, "mma": 1, "wgmma": 2, "rows": 3}
-_REGISTRY: Dict[str, Variant] = {}
 
+class _Problem(checks.Operands):
+    """A call's operands checked (``checks.Operands``; with ``epi_args`` on NumPy arrays or under
+    the simulator, its epilogue's arguments too, before a GPU is needed), then their device and
+    the candidate variants."""
 
-def register(v: Variant) -> Variant:
-    if v.name in _REGISTRY or v.name == "auto":
-        raise ValueError(f"variant name {v.name!r} is taken")
-    _REGISTRY[v.name] = v
-    _CALLS.clear()
-    return v
-
-
-def unregister(name: str) -> None:
-    _REGISTRY.pop(name if isinstance(name, str) else name.name, None)
-    _CALLS.clear()
-
-
-@contextlib.contextmanager
-def registered(v: Variant):
-    """``with numba_tc.registered(v):`` the variant is in the registry (and in "auto"'s choice)
-    for the block only."""
-    register(v)
-    try:
-        yield v
-    finally:
-        unregister(v.name)
-
-
-def variants(ladder: Optional[str] = None, dtype: Optional[str] = None) -> List[Variant]:
-    """Registered variants, in ladder order (simt, mma, wgmma) and rung order."""
-    vs = [v for v in _REGISTRY.values()
-          if (ladder is None or v.ladder == ladder) and (dtype is None or dtype_name(dtype) in v.dtypes)]
-    return sorted(vs, key=lambda v: (_LADDER_ORDER.get(v.ladder, 9), v.rung))
-
-
-def get_variant(name: Union[str, Variant]) -> Variant:
-    if isinstance(name, Variant):
-        return name
-    try:
-        return _REGISTRY[name]
-    except (KeyError, TypeError):
-        valid = ", ".join(["auto"] + [v.name for v in variants()])
-        raise ValueError(f"unknown variant {name!r}; valid variants: {valid}") from None
-
-
-def variant_from(config, name: Optional[str] = None, splits: Optional[int] = None) -> Variant:
-    """An unregistered variant running ``config`` (a ``SimtConfig``, ``MmaConfig``, or a
-    ``WgmmaConfig`` or tuple of them) with its ladder's kernel: pass it to
-    ``gemm(..., variant=v)`` or ``bench.run``, or register it (``registered``). ``splits`` (a
-    persistent ``WgmmaConfig``): K split that many ways, whatever the cost model would choose."""
-    from . import hopper, simt, tensorcore
-    name = name or "custom_" + hashlib.sha1(repr((config, splits)).encode()).hexdigest()[:8]
-    if splits is not None and not (isinstance(config, WgmmaConfig) or (
-            isinstance(config, tuple) and config and isinstance(config[0], WgmmaConfig))):
-        raise TypeError("splits applies to a WgmmaConfig (the Hopper ladder's split-K)")
-    if isinstance(config, SimtConfig):
-        return simt.variant_from(config, name)
-    if isinstance(config, MmaConfig):
-        return tensorcore.variant_from(config, name)
-    if isinstance(config, WgmmaConfig) or (isinstance(config, tuple) and config
-                                           and all(isinstance(c, WgmmaConfig) for c in config)):
-        return hopper.variant_from(config, name, splits)
-    raise TypeError(f"config must be a SimtConfig, MmaConfig or WgmmaConfig, got {type(config).__name__}")
-
-
-def _cuda_initialized() -> bool:
-    """Whether this process has initialized the CUDA driver (numba_tc's or Numba's), read without
-    initializing it."""
-    import sys
-    if driver.initialized():
-        return True
-    nd = sys.modules.get("numba.cuda.cudadrv.driver")
-    return getattr(getattr(nd, "driver", None), "pid", None) is not None
-
-
-_FORKED_FROM: Optional[int] = None       # the parent's pid, in a child forked after CUDA was used
-
-
-def _after_fork_in_child() -> None:
-    global _FORKED_FROM
-    if _FORKED_FROM is None and _cuda_initialized():
-        _FORKED_FROM = os.getppid()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def _check_not_forked() -> None:
-    """NoGPUError saying so in a child forked after its parent used CUDA, where every driver call
-    fails (CUDA cannot cross a fork) and the GPU would otherwise look absent."""
-    if _FORKED_FROM is not None and not SIMULATOR:
-        raise NoGPUError(f"CUDA cannot be used in this process: it was forked from process {_FORKED_FROM} "
-                         "after that one had initialized CUDA, and the CUDA driver does not survive a fork. "
-                         "Start worker processes with the spawn start method "
-                         "(multiprocessing.get_context('spawn'), or multiprocessing.set_start_method('spawn') "
-                         "before creating them; torch.multiprocessing likewise), or use CUDA in the parent "
-                         "only after forking.")
-
-
-def default_device() -> int:
-    """The device for NumPy operands: Numba's current device (made current if none is); 0 under
-    Numba's CUDA simulator. NoGPUError without a GPU, or in a child forked after CUDA was used."""
-    from numba import cuda
-    if SIMULATOR:
-        return 0
-    _check_not_forked()
-    if not cuda.is_available():
-        raise NoGPUError("no CUDA GPU is available (numba.cuda.is_available() is False). To run "
-                         "the float32 SIMT ladder in Numba's CUDA simulator (slow; tiny shapes), set "
-                         "NUMBA_ENABLE_CUDASIM=1 in the environment before Python starts; or run "
-                         "`python -m numba_tc` for the demo.")
-    dev = driver.current_device()
-    return cuda.get_current_device().id if dev is None else dev
-
-
-def device_capability(device: Optional[int] = None):
-    """Compute capability of ``device`` (default: the current GPU), or NoGPUError (the
-    simulator counts as a GPU)."""
-    if SIMULATOR:
-        from numba import cuda
-        return tuple(cuda.get_current_device().compute_capability)
-    _check_not_forked()
-    return driver.capability(default_device() if device is None else device)
-
-
-def _runs_here(v: Variant, cc) -> bool:
-    """The GPU is new enough (and not too new: wgmma exists on sm_90a only), and under the
-    simulator only the SIMT ladder (no linked PTX) runs."""
-    cc = tuple(cc)
-    return (cc >= v.min_cc and (v.max_cc is None or cc[:2] <= v.max_cc)
-            and (v.ladder == "simt" or not SIMULATOR))
-
-
-def candidates(variant, dtype: str, out_dtype: str, cc) -> List[Variant]:
-    """The variants to try, best first: for "auto" every one that takes this dtype and output and
-    runs here, in reverse ladder order (ladders and rungs are ordered by measured speed,
-    benchmarks/results); otherwise the named one, or an exception saying why it cannot run."""
-    if variant == "auto":
-        ok = [v for v in variants(dtype=dtype) if _runs_here(v, cc) and out_dtype in v.out_dtypes]
-        if not ok:
-            if dtype in FP8 and not SIMULATOR:
-                raise UnsupportedDeviceError(f"fp8 products run on Hopper's fp8 wgmma (compute capability 9.0, "
-                                             f"sm_90a); this GPU is {cc[0]}.{cc[1]}")
-            if SIMULATOR:
-                raise UnsupportedDeviceError(f"Numba's CUDA simulator runs the float32 SIMT ladder only, "
-                                             f"not {dtype} inputs (unset NUMBA_ENABLE_CUDASIM on a GPU)")
-            raise TypeError(f"no variant takes dtype {dtype} with {out_dtype} output on a GPU of "
-                            f"compute capability {cc}")
-        return ok[::-1]
-    v = get_variant(variant)
-    if dtype not in v.dtypes:
-        raise TypeError(f"variant {v.name!r} takes {', '.join(v.dtypes)}, not {dtype}; "
-                        f"variants for {dtype}: {', '.join(x.name for x in variants(dtype=dtype)) or 'none'}")
-    if not _runs_here(v, cc):
-        if SIMULATOR:
-            raise UnsupportedDeviceError(f"variant {v.name!r} runs linked PTX, which Numba's CUDA "
-                                         "simulator cannot execute; only the SIMT ladder runs there")
-        if v.max_cc is not None and tuple(cc[:2]) > v.max_cc:
-            raise UnsupportedDeviceError(f"variant {v.name!r} runs only on compute capability "
-                                         f"{v.max_cc[0]}.{v.max_cc[1]} (its instructions are "
-                                         f"sm_{v.max_cc[0]}{v.max_cc[1]}a-only), this GPU is {cc[0]}.{cc[1]}")
-        raise UnsupportedDeviceError(f"variant {v.name!r} needs compute capability "
-                                     f"{v.min_cc[0]}.{v.min_cc[1]}+, this GPU is {cc[0]}.{cc[1]}")
-    if out_dtype not in v.out_dtypes:
-        raise TypeError(f"variant {v.name!r} writes {', '.join(v.out_dtypes)}, not {out_dtype}")
-    return [v]
-
-
-def pick(cands: List[Variant], a, b, c, named: bool) -> Variant:
-    """The first candidate that takes these operands; a named variant that refuses them raises."""
-    for v in cands:
-        if not named and not v.auto_takes(a, b, c):
-            continue
-        why = v.refuses(a, b, c)
-        if why is None:
-            return v
-        if named:
-            raise ValueError(f"variant {v.name!r} cannot run this problem: {why}. "
-                             "variant='auto' falls back to a variant that can.")
-    raise ValueError("no variant can run this problem")     # (unreachable: SIMT/mma take all)
-
-
-def _input_precision(dtype: str, variant, allow_tf32: bool) -> str:
-    """The precision a float32 problem runs in: "tf32" when the caller allows it or names a
-    tensor-core variant (which computes fp32 inputs as tf32), else float32 (SIMT)."""
-    if dtype != "float32":
-        return dtype
-    if variant == "auto":
-        return "tf32" if allow_tf32 else "float32"
-    v = get_variant(variant)
-    return "tf32" if "tf32" in v.dtypes and "float32" not in v.dtypes else "float32"
-
-
-def _zero_fill(obj, kind: str):
-    if kind == "numpy":
-        obj[...] = 0
-    elif kind == "torch":
-        obj.zero_()
-    elif hasattr(obj, "fill"):
-        obj.fill(0)
-    else:
-        obj.copy_to_device(np.zeros(obj.shape, dtype=obj.dtype))
-
-
-FP8_OUT = ("bfloat16", "float16", "float32")       # what fp8 inputs may produce (the first by default)
-
-
-class _Problem:
-    """A call's operands, checked: kinds, descriptions, sizes, dtypes, device, candidates."""
-
-    def __init__(self, a, b, variant, out, out_dtype, allow_tf32, a_cast=False):
-        if not isinstance(variant, (str, Variant)):
-            raise TypeError(f"variant must be a variant name or a Variant, got {type(variant).__name__} "
-                            "(pass an output array as out=...)")
-        self.kind = kind = array_kind(a)
-        if array_kind(b) != kind:
-            raise TypeError(f"a and b must be the same kind of array, got {kind} and {array_kind(b)}")
-        self.desc_a, self.desc_b = arrays.describe(a, "a"), arrays.describe(b, "b")
-        (sa, da), (sb, db) = (self.desc_a[1], self.desc_a[3]), (self.desc_b[1], self.desc_b[3])
-        for name, s in (("a", sa), ("b", sb)):
-            if len(s) != 2:
-                raise ValueError(f"{name} must be 2-D, got {len(s)}-D with shape {tuple(s)}")
-        if a_cast:                     # a float32 a read as b's 16-bit type (``prepare``)
-            if da != "float32" or db not in ("float16", "bfloat16"):
-                raise TypeError(f"a_cast reads a float32 a as b's 16-bit type, not {da} as {db}")
-            da = db
-        if da != db and not (da in FP8 and db in FP8):
-            raise TypeError(f"a and b must have one dtype (or both be fp8: {' or '.join(FP8)}), got {da} and {db}")
-        for dt in (da, db):
-            if dt not in arrays.SUPPORTED_DTYPES:
-                raise TypeError(f"dtype {dt} is not supported; numba_tc takes {', '.join(arrays.SUPPORTED_DTYPES)}")
-        (m, k), (k2, n) = sa, sb
-        if k != k2:
-            raise ValueError(f"inner dimensions differ: a is {m}x{k}, b is {k2}x{n}")
-        allowed = FP8_OUT if da in FP8 else (da, "float32")
-        self.desc_out = None
-        if out is not None:
-            if array_kind(out) != kind:
-                raise TypeError(f"out must be a {kind} array like a and b, got {array_kind(out)}")
-            self.desc_out = arrays.describe(out, "out")
-            so, do = self.desc_out[1], self.desc_out[3]
-            if tuple(so) != (m, n):
-                raise ValueError(f"out has shape {tuple(so)}, expected {(m, n)}")
-            if do not in allowed:
-                raise TypeError(f"out has dtype {do}, but the result of {da} inputs is "
-                                f"{' or '.join(dict.fromkeys(allowed))}")
-            if out_dtype is not None and dtype_name(out_dtype) != do:
-                raise TypeError(f"out has dtype {do} but out_dtype={dtype_name(out_dtype)}")
-            out_dtype = do
-        out_dtype = dtype_name(out_dtype) if out_dtype is not None else allowed[0]
-        if out_dtype not in allowed:
-            raise TypeError(f"out_dtype {out_dtype} for {da} inputs: the result is "
-                            f"{' or '.join(dict.fromkeys(allowed))}")
+    def __init__(self, a, b, variant, out, out_dtype, allow_tf32, a_cast=False, epi_args=None):
+        super().__init__(a, b, variant, out, out_dtype, a_cast)
         if variant != "auto":
             get_variant(variant)                 # unknown names fail before the GPU is touched
-        self.m, self.n, self.k, self.dtype, self.out_dtype = m, n, k, da, out_dtype
-        self.device = self._device(a, b, out)
+        host = self.kind == "numpy" or SIMULATOR
+        if epi_args is not None and host:
+            validate(self.kind, self.m, self.n, self.dtype, self.out_dtype, None, *epi_args, k=self.k)
+        if SIMULATOR:
+            checks.simulator_size(self.m, self.n, self.k)
+        self.device = default_device() if host else checks.device_of(self.kind, a, b, out)
         cc = device_capability(self.device)
-        self.cands = candidates(variant, _input_precision(da, variant, allow_tf32), out_dtype, cc)
+        self.cands = candidates(variant, input_precision(self.dtype, variant, allow_tf32), self.out_dtype, cc)
         self.named = variant != "auto"
         self.a_cast = a_cast
         if a_cast:
             self.cands = [v for v in self.cands if v.a_cast]
-
-    def _device(self, a, b, out) -> int:
-        if self.kind == "numpy" or SIMULATOR:
-            return default_device()
-        devs = [runtime.device_of(x, self.kind) for x in (a, b)]
-        names = ["a", "b"]
-        if out is not None:
-            devs.append(runtime.device_of(out, self.kind))
-            names.append("out")
-        if devs[0] < 0:
-            raise TypeError(f"a is not on a CUDA device ({a.device}): move it to one")
-        for name, d in zip(names[1:], devs[1:]):
-            if d != devs[0]:
-                raise ValueError(f"a is on device {devs[0]} but {name} is on device {d}: "
-                                 "operands and out must be on one GPU")
-        return devs[0]
 
     def plan(self, A, B, C, epi=None) -> Plan:
         """The launches; ``epi``: the call's epilogue (``epilogue_args.Bound``), or None."""
@@ -328,21 +71,29 @@ class _Problem:
         if self.a_cast and (swap or not any(v.auto_takes(A, B, C) for v in self.cands)):
             raise _NotFused()
         v = pick(self.cands, A, B, C, self.named)
-        if epi is None:
-            plan = Plan(v.plan(A, B, C, self.device), self.device, swap)
-            plan.variant = v.name
-            return plan
-        spec = epi.spec.flipped() if swap else epi.spec
-        try:
-            plan = Plan(v.plan(A, B, C, self.device, epi=spec), self.device, swap)
-            plan.variant = v.name
-        except Exception as e:
-            if spec.user is None or not _numba_error(e):
-                raise
-            raise EpilogueError(f"the epilogue function {spec.user.name} does not compile into the "
-                                f"{v.name!r} kernel:\n{e}") from None
-        plan.epilogue = spec
+        spec = None if epi is None else epi.spec.flipped() if swap else epi.spec
+        plan = _built(spec, lambda: Plan(v.plan(A, B, C, self.device, **({} if spec is None else {"epi": spec})),
+                                         self.device, swap), v.name)
+        plan.variant = v.name
+        if spec is not None:
+            plan.epilogue = spec
+        checks.launchable(plan, v.name)
         return plan
+
+
+def _built(spec, make, variant: str):
+    """``make()``, a plan whose kernels are built with the epilogue ``spec`` (or None): a user's
+    function is compiled alone before any kernel with it is (``user_epilogue.before_build``), and
+    a Numba error building the kernel is an EpilogueError naming the function."""
+    user = None if spec is None else spec.user
+    try:
+        with user_epilogue.before_build(user):
+            return make()
+    except Exception as e:
+        if user is None or not _numba_error(e):
+            raise
+        raise EpilogueError(f"the epilogue function {user_epilogue.where(user.fn)} does not compile into the "
+                            f"{variant!r} kernel:\n{user_epilogue.numba_message(e)}") from None
 
 
 class _NotFused(Exception):
@@ -392,6 +143,7 @@ def _variant_key(variant):
 
 _CALLS: dict = {}
 CALL_CACHE_SIZE = 4096
+registry.on_change(_CALLS.clear)
 
 
 _UNKEYED = object()     # an epilogue whose facts could not be read: checked by ``bind`` every call
@@ -490,6 +242,7 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
     a, b: 2-D NumPy arrays (copied to the GPU and back), Numba device arrays, CuPy arrays or torch
     CUDA tensors, both of one kind and one dtype, on one GPU; row-major, column-major or strided
     views with one unit-stride dimension. Any M, N, K >= 0 (K == 0 gives zeros, as NumPy does).
+    NaN and Inf among the inputs give IEEE results, as a float64 product would.
     variant: a name from ``numba_tc.variants()``, a ``Variant``, or "auto" (the fastest for this
     GPU and dtype).
     out: optional array of shape (M, N), of the kind and device of ``a``, to write into (row- or
@@ -506,8 +259,9 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
     The epilogue, fused into the kernel's store (fp32, before rounding to the output type):
     ``out = epilogue(act(alpha * a @ b + beta * c + bias), row, col, *epilogue_args)``.
     c: an (M, N) array (the output's dtype or float32; may be ``out`` itself, to accumulate in
-    place), scaled by beta. bias: a 1-D array of length N (one value per column; also when
-    M == N) or M (one per row). activation: "relu", "gelu" (erf), "gelu_tanh" or "silu".
+    place), scaled by beta (not read when beta is 0, as in torch.addmm). bias: a 1-D array of
+    length N (one value per column; also when M == N) or M (one per row). activation: "relu",
+    "gelu" (erf), "gelu_tanh" or "silu".
     scale_a, scale_b: fp8 inputs (float8_e4m3fn, float8_e5m2, or one of each) are products of
     quantized values, and need both, float32 arrays read on the GPU (a captured graph replays with
     new values): one value each (per-tensor: the product is ``(scale_a * a) @ (scale_b * b)``),
@@ -519,7 +273,8 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
     only: ``a`` row-major and ``b`` column-major (``b = w.T`` of a row-major (N, K) weight) run
     as they are, other layouts through a transposing copy.
     epilogue: a ``numba.cuda.jit(device=True)`` function ``f(acc, row, col, *epilogue_args)``
-    returning the value to store; epilogue_args: arrays (of the operands' kind and device,
+    returning the value to store (one real number; it only reads its arrays: no writes, no
+    atomics, no raise); epilogue_args: a tuple of arrays (of the operands' kind and device,
     indexed as in any Numba kernel) and ints or floats. A function is compiled into the kernel
     and cached on disk by its code: a new process reuses it, an edited one is rebuilt.
 
@@ -528,21 +283,23 @@ def gemm(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=Non
 
     Returns the (M, N) result: a new array of ``a``'s kind, or ``out``.
 
-    Raises (each message names the argument and the problem):
-      TypeError: a and b of different kinds or dtypes, an unsupported dtype or array type, ``out``,
-        ``c``, ``bias`` or an epilogue array of another kind or dtype, an ``out_dtype`` the inputs
-        cannot produce, a variant that does not take this dtype, an ``epilogue`` that is not a
-        device function.
-      ValueError: operands that are not 2-D, inner dimensions that differ, ``out`` or ``c`` of the
-        wrong shape, ``out`` overlapping an input, strides with no unit-stride dimension, operands
-        on two GPUs, an unknown variant (the valid ones are listed), a named variant that cannot
-        run these operands, a bias of the wrong length, an unknown activation.
+    Raises (each message names the argument and the problem; see also ``checks``):
+      TypeError: arguments of another kind, dtype or type (a, b, out, c, bias, scales, epilogue
+        arrays), an ``out_dtype`` the inputs cannot produce, a variant that does not take this
+        dtype, an ``epilogue`` that is not a device function.
+      ValueError: wrong shapes or dimensions (an epilogue array the function indexes beyond its
+        shape too), ``out`` overlapping an input or an array the epilogue reads (but c itself),
+        strides with no unit-stride dimension, operands on two GPUs, an unknown variant (the valid
+        ones are listed) or one that cannot run these operands, an unknown activation, a problem
+        too large for Numba's CUDA simulator.
       numba_tc.NoGPUError: no CUDA GPU, or a process forked after CUDA was used (start it with
         the spawn start method instead).
       numba_tc.UnsupportedDeviceError: a GPU too old (or too new: wgmma is sm_90a only) for the
         named variant, or a variant Numba's CUDA simulator cannot run.
-      numba_tc.EpilogueError: an epilogue function that does not compile into the kernel (with
-        Numba's message).
+      numba_tc.EpilogueError: within seconds, before a kernel is built, an epilogue function that
+        cannot be the kernel's, named with its file:line: the wrong number of parameters, an
+        undefined name, recursion, raise or assert, writes or atomics, a return value that is not
+        one real number, anything Numba does not compile (with Numba's message).
       numba_tc.CaptureError: NumPy operands while the stream is being captured into a CUDA graph.
       numba_tc.CudaError: a CUDA driver call failed.
 
@@ -583,8 +340,7 @@ def _epilogue_of(c, alpha, beta, bias, activation, epilogue, epilogue_args, scal
     """A call's epilogue arguments as one tuple (``bind``'s), or None for the plain product."""
     if scales is not None or not is_plain(c, alpha, beta, bias, activation, epilogue):
         return c, alpha, beta, bias, activation, epilogue, epilogue_args, scales
-    if epilogue_args:
-        raise ValueError("epilogue_args were given without an epilogue function")
+    without_function(epilogue_args)
     return None
 
 
@@ -615,6 +371,10 @@ def _lookup(a, b, variant, out, out_dtype, allow_tf32, kind, epi_args, a_cast=Fa
 def _gemm_gpu(a, b, variant, out, out_dtype, stream, allow_tf32, kind, epi_args):
     """A call on GPU arrays (``epi_args``: its epilogue's arguments, or None): the cached call,
     the result, the launches on the caller's stream."""
+    if stream is not None:
+        checks.stream_for(stream, kind, None)         # (before a plan is made: its device, below)
+    if out is not None and epi_args is not None:
+        _reads_out(out, epi_args)
     call, run, pa, pb, po = _lookup(a, b, variant, out, out_dtype, allow_tf32, kind, epi_args)
     if out is not None and call.spans is not None:
         sa, sb, so = call.spans
@@ -630,7 +390,7 @@ def _gemm_gpu(a, b, variant, out, out_dtype, stream, allow_tf32, kind, epi_args)
                 if epi_args is not None:
                     raise ValueError("K == 0 with an epilogue: the product is empty; apply the "
                                      "epilogue to zeros directly")
-                _zero_fill(out, kind)
+                arrays.zero_fill(out, kind)
             return out
         call.plan.run(_values(pa, pb, po, call.epi, run, call.plan), st)
     return out
@@ -734,7 +494,7 @@ def _batched_launch(a0, b0, o0, variant, out_dtype, allow_tf32, bt, epi_kw, rows
 
 def _stream(kind: str, dev: int, stream) -> int:
     """The raw stream a call on ``dev`` runs on: ``stream``, or the caller's current one."""
-    return runtime.stream_handle(stream) if stream is not None else runtime.current_stream(kind, dev)
+    return checks.stream_for(stream, kind, dev) if stream is not None else runtime.current_stream(kind, dev)
 
 
 def _values(pa: int, pb: int, pc: int, epi, run, plan) -> tuple:
@@ -752,10 +512,10 @@ def _batched_plan(pr, a0, b0, o0, bt, epi):
         if not v.batched:
             return None
         spec = PLAIN if epi is None else epi.spec
-        steps = v.plan(A, B, C, pr.device, epi=spec, batch=bt)
+        steps = _built(spec, lambda: v.plan(A, B, C, pr.device, epi=spec, batch=bt), v.name)
         if steps is None:
             return None
-        plan = Plan(steps, pr.device, False)
+        plan = _built(spec, lambda: Plan(steps, pr.device, False), v.name)
     plan.variant, plan.epilogue = v.name, spec
     return plan
 
@@ -763,25 +523,42 @@ def _batched_plan(pr, a0, b0, o0, bt, epi):
 def explain(a, b, variant: Union[str, Variant] = "auto", *, out=None, out_dtype=None, allow_tf32: bool = False,
             scale_a=None, scale_b=None, c=None, alpha=1.0, beta=0.0, bias=None, activation=None, epilogue=None,
             epilogue_args=()) -> str:
-    """What ``gemm(a, b, variant, out=out, ...)`` on these GPU arrays runs, without running it:
-    the variant chosen and its launches, e.g. "hopper: 128x256 split-K 4; fixup" (fp8 inputs:
-    with their scales; an epilogue: with its arguments, which may change the plan). (The plan is
-    made, so its kernels are compiled or loaded; the call cache is left alone.)"""
+    """What ``gemm(a, b, variant, out=out, ...)`` runs, without running it: the variant chosen and
+    its launches, e.g. "hopper: 128x256 split-K 4; fixup" (fp8 inputs: with their scales; an
+    epilogue: with its arguments, which may change the plan). NumPy operands are planned as their
+    copies on the default GPU would be (NoGPUError without one; under Numba's CUDA simulator, what
+    the simulator runs). (The plan is made, so its kernels are compiled or loaded; the call cache
+    is left alone.)"""
     kind = array_kind(a)
-    if batch.is_batched(a, b) and kind != "numpy" and not SIMULATOR:
+    if batch.is_batched(a, b):
         return batch.batched_gemm(a, b, variant, out, out_dtype, None, allow_tf32, _NO_EPILOGUE, gemm,
                                   _batched_launch, explain)
-    if kind == "numpy" or SIMULATOR:
-        raise TypeError("explain() takes GPU arrays (torch, CuPy, Numba): NumPy operands are copied "
-                        "to the GPU first, and planned there")
-    epi = None
     scales = None if scale_a is None and scale_b is None else (scale_a, scale_b)
-    if scales is not None or not is_plain(c, alpha, beta, bias, activation, epilogue):
+    epi_args = _epilogue_of(c, alpha, beta, bias, activation, epilogue, epilogue_args, scales)
+    if kind == "numpy" or SIMULATOR:
+        return _explain_copying(a, b, variant, out, out_dtype, allow_tf32, epi_args)
+    epi = None
+    if epi_args is not None:
         pr = _Problem(a, b, variant, out, out_dtype, allow_tf32)
-        epi = bind(kind, pr.m, pr.n, pr.dtype, pr.out_dtype, pr.device, c, alpha, beta, bias, activation, epilogue,
-                   epilogue_args, scales, k=pr.k)
+        epi = bind(kind, pr.m, pr.n, pr.dtype, pr.out_dtype, pr.device, *epi_args, k=pr.k)
     call = _prepare(a, b, variant, out, out_dtype, allow_tf32, kind, epi)
     return "empty: nothing to launch" if call.plan is None else call.plan.describe()
+
+
+def _explain_copying(a, b, variant, out, out_dtype, allow_tf32, epi_args) -> str:
+    """``explain`` of a call ``_gemm_copying`` runs: planned for the operands as they are on the
+    device (NumPy arrays as their copies would be, ``arrays.as_copied``), nothing copied or run."""
+    pr = _Problem(a, b, variant, out, out_dtype, allow_tf32, epi_args=epi_args)
+    m, n, k = pr.m, pr.n, pr.k
+    if m == 0 or n == 0 or k == 0:
+        return "empty: nothing to launch"
+    mat = arrays.as_copied if pr.kind == "numpy" else as_matrix
+    A, B = mat(a, "a", described=pr.desc_a), mat(b, "b", described=pr.desc_b)
+    C = arrays.Matrix(None, m, n, max(n, 1), False, pr.out_dtype, 0) if out is None else \
+        mat(out, "out", described=pr.desc_out)
+    with contextlib.nullcontext() if SIMULATOR else driver.on_device(pr.device):
+        epi = None if epi_args is None else bind(pr.kind, m, n, pr.dtype, pr.out_dtype, pr.device, *epi_args, k=k)
+        return pr.plan(A, B, C, epi).describe()
 
 
 def needs_torch_operator(a, b, c=None, bias=None) -> bool:
@@ -812,6 +589,13 @@ def _torch_ops():
     return _NT
 
 
+def _reads_out(out, epi_args) -> None:
+    """ValueError when ``out`` overlaps an array the epilogue (``epi_args``) reads
+    (``checks.out_aliases``)."""
+    c, _, beta, bias, _, fn, args, scales = epi_args
+    checks.out_aliases(out, c, beta, bias, args, scales, frozenset() if fn is None else element_reads(fn))
+
+
 def _overlap(p, span, q, span_q) -> bool:
     return span > 0 and span_q > 0 and p < q + span_q and q < p + span
 
@@ -839,8 +623,7 @@ def _prepare(a, b, variant, out, out_dtype, allow_tf32, kind, epi=None, a_cast=F
 def _gemm_copying(a, b, variant, out, out_dtype, stream, allow_tf32, epi_args=None):
     """NumPy operands (copied to the device and back on the stream, which is then synchronized),
     and every call under the simulator; ``epi_args``: the epilogue's arguments, if any."""
-    from numba import cuda
-    pr = _Problem(a, b, variant, out, out_dtype, allow_tf32)
+    pr = _Problem(a, b, variant, out, out_dtype, allow_tf32, epi_args=epi_args)
     m, n, k, kind = pr.m, pr.n, pr.k, pr.kind
     if kind == "numpy":
         result = out if out is not None else np.empty((m, n), dtype=arrays.np_dtype(pr.out_dtype))
@@ -853,9 +636,9 @@ def _gemm_copying(a, b, variant, out, out_dtype, stream, allow_tf32, epi_args=No
     if k == 0:
         if epi_args is not None:
             raise ValueError("K == 0 with an epilogue: the product is empty; apply the epilogue to zeros directly")
-        _zero_fill(result, kind)
+        arrays.zero_fill(result, kind)
         return result
-    st = runtime.stream_handle(stream) if stream is not None else 0
+    st = checks.stream_for(stream, kind, pr.device) if stream is not None else 0
     if kind == "numpy" and not SIMULATOR and runtime.capturing(st):
         raise CaptureError("NumPy operands are copied to the GPU and back with a synchronization, "
                            "which a CUDA graph cannot capture: pass GPU arrays")
@@ -867,38 +650,32 @@ def _gemm_copying(a, b, variant, out, out_dtype, stream, allow_tf32, epi_args=No
         A = as_matrix(a, "a", stream=nst, described=pr.desc_a)
         B = as_matrix(b, "b", stream=nst, described=pr.desc_b)
         if kind == "numpy":
-            dev_out = _device_out(out, m, n, pr.out_dtype, nst)
+            dev_out = arrays.device_out(out, m, n, pr.out_dtype, nst)
             C = as_matrix(dev_out, "out", raw_bf16=pr.out_dtype == "bfloat16")
         else:
             C = as_matrix(result, "out", described=pr.desc_out)
             if out is not None and (C.overlaps(A) or C.overlaps(B)):
                 raise ValueError("out overlaps a or b: the result would overwrite its own inputs")
+            if out is not None and epi_args is not None:
+                _reads_out(out, epi_args)
         epi = None if epi_args is None else bind(kind, m, n, pr.dtype, pr.out_dtype, pr.device, *epi_args,
                                                    stream=nst, k=pr.k)
         plan = pr.plan(A, B, C, epi)
         handle = (lambda x: x.data) if SIMULATOR else (lambda x: x.ptr)
-        plan.run(_values(handle(A), handle(B), handle(C), epi, None, plan), st)
+        try:
+            plan.run(_values(handle(A), handle(B), handle(C), epi, None, plan), st)
+        except Exception as e:        # (the simulator: an exception in a device thread)
+            fn = epi.spec.user.fn if epi is not None and epi.spec.user is not None else None
+            if fn is None or not SIMULATOR or not user_epilogue.raised_in(e, fn):
+                raise
+            raise EpilogueError(f"the epilogue function {user_epilogue.where(fn)} raised {type(e).__name__} in "
+                                f"the simulator's kernel: {e}") from None
         if kind == "numpy":
             host = arrays.to_host(dev_out, pr.out_dtype, stream=nst)
             if not SIMULATOR:
                 nst.synchronize()
             result[...] = host
     return result
-
-
-def _device_out(out, m, n, out_dtype, stream):
-    """The device buffer a NumPy call's kernel writes: a copy of ``out`` when one is given (in its
-    memory order, so a column-major ``out`` is written column-major on the device, and whatever
-    it holds, such as a checker's NaN poison, is what the kernel overwrites), else a new
-    row-major array. bfloat16 travels as its raw 16-bit words."""
-    from numba import cuda
-    raw = np.uint16 if out_dtype == "bfloat16" else arrays.np_dtype(out_dtype)
-    if out is None:
-        return cuda.device_array((m, n), dtype=raw, stream=stream)
-    host = out.view(raw) if out_dtype == "bfloat16" else out
-    if not (host.flags.c_contiguous or host.flags.f_contiguous):
-        host = np.ascontiguousarray(host)
-    return cuda.to_device(host, stream=stream)
 
 
 def _register_builtin():

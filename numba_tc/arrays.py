@@ -21,8 +21,8 @@ from .errors import CudaError
 from .intrinsics import SIMULATOR
 from .layout import FP8, ITEMSIZE
 
-__all__ = ["Matrix", "as_matrix", "array_kind", "dtype_name", "describe", "address", "new_like", "np_dtype",
-           "numba_facts", "empty_cache", "SUPPORTED_DTYPES"]
+__all__ = ["Matrix", "as_matrix", "as_copied", "array_kind", "dtype_name", "describe", "address", "new_like",
+           "np_dtype", "numba_facts", "empty_cache", "zero_fill", "device_out", "SUPPORTED_DTYPES"]
 
 SUPPORTED_DTYPES = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
 
@@ -179,7 +179,7 @@ def as_matrix(x, name: str, stream=0, raw_bf16: bool = False, described=None) ->
     rows, cols = shape
     if kind == "numpy":
         from numba import cuda
-        host = x
+        host = x if x.dtype.isnative else x.astype(x.dtype.newbyteorder("="))   # (the device's byte order)
         if dtype == "bfloat16":            # ml_dtypes.bfloat16: ship the raw 16-bit words
             host = x.view(np.uint16)
         elif dtype in FP8:                 # ml_dtypes' 8-bit floats: the raw bytes
@@ -199,6 +199,18 @@ def as_matrix(x, name: str, stream=0, raw_bf16: bool = False, described=None) ->
         h = x._ary if kind == "numba" else np.asarray(x)
         m.data = np.lib.stride_tricks.as_strided(h, shape=(m.extent,), strides=(h.itemsize,))
     return m
+
+
+def as_copied(x, name: str, described=None) -> Matrix:
+    """The ``Matrix`` a NumPy array becomes on the device (``as_matrix`` copies it there:
+    column-major if it is only F-contiguous, else row-major), without the copy: for planning
+    (``api.explain``); its address a stand-in aligned as a new allocation is."""
+    _, shape, _, dtype, _ = described or describe(x, name)
+    if len(shape) != 2:
+        raise ValueError(f"{name} must be 2-D, got {len(shape)}-D with shape {tuple(shape)}")
+    rows, cols = shape
+    trans = bool(x.flags.f_contiguous and not x.flags.c_contiguous)
+    return Matrix(None, rows, cols, max(rows if trans else cols, 1), trans, dtype, 0)
 
 
 def address(x, kind: str) -> int:
@@ -380,3 +392,30 @@ def to_host(dev_array, dtype: str, stream=0) -> np.ndarray:
     if dtype in ("bfloat16",):
         out = out.view(np_dtype(dtype))
     return out
+
+
+def zero_fill(obj, kind: str) -> None:
+    """Set every element of an array of ``kind`` to zero."""
+    if kind == "numpy":
+        obj[...] = 0
+    elif kind == "torch":
+        obj.zero_()
+    elif hasattr(obj, "fill"):
+        obj.fill(0)
+    else:
+        obj.copy_to_device(np.zeros(obj.shape, dtype=obj.dtype))
+
+
+def device_out(out, m: int, n: int, out_dtype: str, stream):
+    """The device buffer a NumPy call's kernel writes: a copy of ``out`` when one is given (in its
+    memory order, so a column-major ``out`` is written column-major on the device, and whatever
+    it holds, such as a checker's NaN poison, is what the kernel overwrites), else a new
+    row-major array. bfloat16 travels as its raw 16-bit words."""
+    from numba import cuda
+    raw = np.uint16 if out_dtype == "bfloat16" else np_dtype(out_dtype)
+    if out is None:
+        return cuda.device_array((m, n), dtype=raw, stream=stream)
+    host = out.view(raw) if out_dtype == "bfloat16" else out.astype(raw, copy=False)    # (native byte order)
+    if not (host.flags.c_contiguous or host.flags.f_contiguous):
+        host = np.ascontiguousarray(host)
+    return cuda.to_device(host, stream=stream)

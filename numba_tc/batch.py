@@ -20,7 +20,6 @@ and a bias has length N (one per column).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 import numpy as np
 
@@ -130,6 +129,9 @@ def batched_gemm(a, b, variant, out, out_dtype, stream, allow_tf32, epi: dict, g
         raise ValueError(f"out has shape {tuple(do[1])}, expected {(count, m, n)}")
     if count == 0 or m == 0 or n == 0:
         return out
+    if SIMULATOR:
+        from .checks import simulator_size
+        simulator_size(m, n, k, count)
     c, bias, user = epi.get("c"), epi.get("bias"), epi.get("epilogue")
     if bias is not None and len(getattr(bias, "shape", ())) == 1 and bias.shape[0] != n:
         raise ValueError(f"bias has length {bias.shape[0]}; a batched product takes one per column (N = {n})")

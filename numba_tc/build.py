@@ -17,6 +17,7 @@ compiler versions. A new process loads it with the driver without running Numba'
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import hashlib
 import json
 import os
@@ -27,7 +28,7 @@ import time
 from . import cache
 
 __all__ = ["ENTRY", "BODY", "entry_source", "key_material", "compile_cubin", "cubin", "KERNEL_MODULES",
-           "parse_cc", "target", "link"]
+           "parse_cc", "target", "link", "compiling", "failures_remembered", "before_compiling"]
 
 ENTRY = "numba_tc_kernel"
 BODY = "numba_tc_body"
@@ -36,7 +37,7 @@ BODY = "numba_tc_body"
 KERNEL_MODULES = ("simt", "tensorcore", "hopper", "fixup", "repack", "ceiling", "examples", "layout", "schedule",
                   "config", "epilogue", "fragments", "jit", "intrinsics", "primitives", "build", "errors",
                   "qformat", "qgemm")
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()
 
 
 def parse_cc(arch: str):
@@ -138,6 +139,48 @@ def target(cc):
         dispatcher.get_current_device = saved
 
 
+@contextlib.contextmanager
+def failures_remembered():
+    """Within the block, a device function that failed to compile for some argument types fails
+    again at once for them, with the same exception. Numba's type inference retries a call whose
+    typing failed on every propagation round of its caller, and numba-cuda's
+    ``CUDADispatcher.compile_device`` remembers compiled overloads but not failures: one failing
+    function deep in a kernel (a user's epilogue with a typo) is compiled again per round, per
+    call site (``jit.unrolled`` writes out dozens) and per level of callers above it, thousands
+    of times, which never ends in practice (benchmarks/NOTES.md, "A failing epilogue hung")."""
+    from numba.cuda.dispatcher import CUDADispatcher
+    if getattr(CUDADispatcher.compile_device, "remembers_failures", False):
+        yield                                      # (re-entered: one record for the outer block)
+        return
+    plain = CUDADispatcher.compile_device
+    failed = {}                                    # (dispatcher, argument types, return type) -> error
+
+    def compile_device(self, args, return_type=None):
+        key = (id(self), tuple(args), return_type)
+        hit = failed.get(key)
+        if hit is not None:
+            raise hit[1].with_traceback(None)
+        try:
+            return plain(self, args, return_type)
+        except Exception as e:
+            failed[key] = (self, e)                # (the dispatcher held: its id is not reused)
+            raise
+    compile_device.remembers_failures = True
+    CUDADispatcher.compile_device = compile_device
+    try:
+        yield
+    finally:
+        CUDADispatcher.compile_device = plain
+
+
+@contextlib.contextmanager
+def compiling(cc):
+    """Numba's compiler set up for a build for ``cc``: one build at a time, the target device
+    ``target(cc)``, failures remembered (``failures_remembered``)."""
+    with _LOCK, target(cc), failures_remembered():
+        yield
+
+
 def link(codes, arch: str):
     """nvJitLink: LTO-IR inputs -> (cubin, info log); RuntimeError with the log on failure."""
     from cuda.bindings import nvjitlink as J
@@ -168,7 +211,7 @@ def compile_cubin(kernel, arch: str):
     from numba.cuda.cudadrv import nvrtc
     cc = parse_cc(arch)
     sig = types.void(*([types.int64] * len(kernel.params)))
-    with _LOCK, target(cc):
+    with compiling(cc):
         # forceinline: the body is LTO-IR marked always-inline, optimised as the kernel it
         # becomes (without it NVVM kept one loop copy fewer in mma_tuned's main loop)
         codes, _ = compile_all(kernel.fn, sig, device=True, cc=cc, output="ltoir", abi="c",
@@ -177,11 +220,28 @@ def compile_cubin(kernel, arch: str):
     return link(list(codes) + [entry], arch)
 
 
+_BEFORE = contextvars.ContextVar("numba_tc_before_compiling", default=())
+
+
+@contextlib.contextmanager
+def before_compiling(check):
+    """In the block, ``check(arch)`` runs before ``cubin`` compiles a kernel (not for one found
+    in the disk cache): a user's epilogue function is checked alone only where a kernel will be
+    compiled with it (``user_epilogue.compile_alone``)."""
+    token = _BEFORE.set(_BEFORE.get() + (check,))
+    try:
+        yield
+    finally:
+        _BEFORE.reset(token)
+
+
 def cubin(kernel, arch: str) -> bytes:
     """``kernel``'s cubin for ``arch``: from the disk cache, or compiled and stored there."""
     material = key_material(kernel, arch)
     image = cache.load(material, arch)
     if image is None:
+        for check in _BEFORE.get():
+            check(arch)
         t = time.perf_counter()
         image, _ = compile_cubin(kernel, arch)
         cache.store(material, arch, image)

@@ -18,7 +18,8 @@ The function runs on whole tiles: at positions past C's edges (a tile's padding,
 it may be called with the row and column clamped to C's last ones (when the epilogue reads at
 most one array per element), so that no element needs a branch
 and every element's loads can be in flight at once. It must therefore only compute a value (no
-writes, no atomics). Python floats among its arguments arrive as float32 (the accumulator's
+writes, no atomics: ``user_epilogue.check`` refuses them, with raising, recursion and the wrong
+arity). Python floats among its arguments arrive as float32 (the accumulator's
 type), ``np.float64`` values as float64.
 
 A user's function is part of the kernel's identity by its code (``code_digest``: bytecode,

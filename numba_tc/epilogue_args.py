@@ -10,14 +10,14 @@ from typing import Any, Tuple
 
 import numpy as np
 
-from . import arrays
+from . import arrays, user_epilogue
 from .arrays import array_kind, as_matrix, describe
 from .epilogue import (ACTIVATIONS, USER_ARRAY_DTYPES, Epilogue, UserFunction, code_digest, element_reads,
-                       float_bits, is_device_function)
+                       float_bits)
 from .intrinsics import SIMULATOR
 from .layout import FP8
 
-__all__ = ["bind", "Bound", "is_plain"]
+__all__ = ["bind", "validate", "without_function", "Bound", "is_plain"]
 
 
 def is_plain(c, alpha, beta, bias, activation, epilogue) -> bool:
@@ -89,71 +89,119 @@ def _handle(mat):
     return mat.data if SIMULATOR else mat.ptr
 
 
+class _Checked:
+    """A call's epilogue arguments checked (``_check``), before anything is copied or compiled:
+    the descriptions ``bind`` builds on."""
+    __slots__ = ("c", "bias", "axis", "user", "args", "scales", "mode")
+
+
+def validate(kind: str, m: int, n: int, dtype: str, out_dtype: str, device, c, alpha, beta, bias, activation,
+             epilogue, epilogue_args, scales=None, k: int = 0) -> None:
+    """``bind``'s checks alone: nothing is copied to a device or compiled, so that a call on
+    NumPy arrays names a bad argument before it needs a GPU (arguments as ``bind``'s)."""
+    _check(kind, m, n, dtype, out_dtype, device, c, alpha, beta, bias, activation, epilogue, epilogue_args,
+           scales, k)
+
+
+def _check(kind, m, n, dtype, out_dtype, device, c, alpha, beta, bias, activation, epilogue, epilogue_args,
+           scales, k) -> _Checked:
+    for name, x in (("alpha", alpha), ("beta", beta)):
+        _scalar(name, x)
+    ch = _Checked()
+    # (the SIMT ladder reads fp32 only: there all three are fp32)
+    allowed = tuple(dict.fromkeys(d for d in (dtype, out_dtype, "float32") if d not in FP8))
+    ch.c = ch.bias = ch.axis = ch.user = ch.scales = ch.mode = None
+    ch.args = ()
+    if c is not None and beta != 0.0:
+        ch.c = _described_matrix(c, "c", kind, device, allowed)
+        if tuple(ch.c[1]) != (m, n):
+            raise ValueError(f"c has shape {tuple(ch.c[1])}, expected {(m, n)} (the shape of a @ b)")
+    elif c is None and beta != 0.0:
+        raise ValueError(f"beta={beta} scales c, but no c was given")
+    if bias is not None:
+        ch.bias, ch.axis = _described_bias(bias, kind, device, allowed, m, n)
+    if activation is not None and (not isinstance(activation, str) or activation not in ACTIVATIONS):
+        raise ValueError(f"activation {activation!r} is not one of {', '.join(map(repr, ACTIVATIONS))}")
+    if epilogue is not None:
+        ch.user, ch.args = _described_user(epilogue, epilogue_args, kind, device, m, n)
+    else:
+        without_function(epilogue_args)
+    if scales is not None or dtype in FP8:
+        ch.scales, ch.mode = _described_scales(scales, dtype, kind, device, m, n, k)
+    return ch
+
+
+def without_function(epilogue_args) -> None:
+    """TypeError or ValueError unless ``epilogue_args`` is empty (there is no epilogue function)."""
+    if epilogue_args is not None and not isinstance(epilogue_args, (tuple, list)):
+        raise TypeError(f"epilogue_args must be a tuple, got {type(epilogue_args).__name__}")
+    if epilogue_args:
+        raise ValueError("epilogue_args were given without an epilogue function")
+
+
+def _scalar(name: str, x) -> None:
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a real number (a Python or NumPy int or float), got {type(x).__name__}")
+
+
 def bind(kind: str, m: int, n: int, dtype: str, out_dtype: str, device, c, alpha, beta, bias, activation,
          epilogue, epilogue_args, scales=None, stream=0, k: int = 0) -> Bound:
     """Check a call's epilogue arguments (``device``: the operands' device, None for NumPy;
     ``scales``: (scale_a, scale_b) of fp8 inputs, or None; ``k``: the product's K, which
     block-wise scales are checked against) and describe them. NumPy arrays are copied to the
-    device on ``stream``."""
-    for name, x in (("alpha", alpha), ("beta", beta)):
-        if isinstance(x, bool) or not isinstance(x, (int, float)):
-            raise TypeError(f"{name} must be a Python number, got {type(x).__name__}")
-    # (the SIMT ladder reads fp32 only: there all three are fp32)
-    allowed = tuple(dict.fromkeys(d for d in (dtype, out_dtype, "float32") if d not in FP8))
+    device on ``stream``. Under the simulator a user's function is run for one element
+    (``user_epilogue.probe``)."""
+    ch = _check(kind, m, n, dtype, out_dtype, device, c, alpha, beta, bias, activation, epilogue, epilogue_args,
+                scales, k)
+    alpha, beta = float(alpha), float(beta)
     cm = bm = None
     c_spec = bias_spec = None
-    key = [float(alpha) != 1.0, activation]
-    if c is not None and beta != 0.0:
-        cm = _matrix(c, "c", kind, device, allowed, stream)
-        if (cm.rows, cm.cols) != (m, n):
-            raise ValueError(f"c has shape {(cm.rows, cm.cols)}, expected {(m, n)} (the shape of a @ b)")
+    key = [alpha != 1.0, activation]
+    if ch.c is not None:
+        cm = as_matrix(c, "c", stream=stream, described=ch.c)
         c_spec = (cm.dtype, cm.trans) + ((True,) if _c_stageable(cm, m, n) else ())
         key.append(("c",) + c_spec + (cm.ld,))
-    elif c is None and beta != 0.0:
-        raise ValueError(f"beta={beta} scales c, but no c was given")
-    if bias is not None:
-        bm, axis = _bias(bias, kind, device, allowed, m, n, stream)
-        bias_spec = (bm.dtype, axis)
-        key.append(("bias", bm.dtype, axis))
-    if activation is not None and activation not in ACTIVATIONS:
-        raise ValueError(f"activation {activation!r} is not one of {', '.join(map(repr, ACTIVATIONS))}")
+    if ch.bias is not None:
+        bm = _bias_matrix(bias, kind, ch.bias, stream)
+        bias_spec = (bm.dtype, ch.axis)
+        key.append(("bias", bm.dtype, ch.axis))
     user, uvals = None, ()
-    if epilogue is not None:
-        user, uvals = _user(epilogue, epilogue_args, kind, device, stream, m, n)
+    if ch.user is not None:
+        user, uvals = ch.user, tuple(x if d is None else _user_array(x, kind, d, stream) for x, d in ch.args)
         key.append(user)
-    elif epilogue_args:
-        raise ValueError("epilogue_args were given without an epilogue function")
-    scale_vals, scale_strides, scale_keep, scale_mode = None, ((), ()), (), None
-    if scales is not None or dtype in FP8:
-        scale_vals, scale_strides, scale_keep, scale_mode = _scales(scales, dtype, kind, device, stream, m, n, k)
+    scale_vals, scale_strides, scale_keep, scale_mode = None, ((), ()), (), ch.mode
+    if ch.scales is not None:
+        scale_vals, scale_strides, scale_keep = _scale_values(scales, ch.scales, ch.mode, kind, stream, m, n, k)
         key.append(("scales", scale_mode))
     # the facts a cached call keeps (``Bound.fixed``) belong to its key: a call of the same
     # function's code on an array of other strides must not find another call's (``api._cache_miss``)
     user_shapes = tuple((v[1], v[2]) if isinstance(v, tuple) else None for v in uvals)
     key += [user_shapes, scale_strides]
-    spec = Epilogue(float(alpha) != 1.0, c_spec, bias_spec, activation, user,
+    spec = Epilogue(alpha != 1.0, c_spec, bias_spec, activation, user,
                     fast=dtype in ("float16", "bfloat16") + FP8, scales=scale_mode)
     run = runtime_values(None if cm is None else _handle(cm), None if bm is None else _handle(bm), alpha, beta,
                          (v[0] if isinstance(v, tuple) else v for v in uvals), scale_vals)
-    return Bound(spec, tuple(key), m, n, 0 if cm is None else cm.ld, user_shapes, scale_strides, run,
-                 keep=(cm, bm) + tuple(v[3:] for v in uvals if isinstance(v, tuple)) + scale_keep)
+    bound = Bound(spec, tuple(key), m, n, 0 if cm is None else cm.ld, user_shapes, scale_strides, run,
+                  keep=(cm, bm) + tuple(v[3:] for v in uvals if isinstance(v, tuple)) + scale_keep)
+    if SIMULATOR and user is not None:
+        from .epilogue import make
+        user_epilogue.probe(user.fn, make(spec), bound.values(spec), run[4], m, n)
+    return bound
 
 
 SCALE_BLOCK = 128       # block-wise scales: one per 128 of K (a K slice of the fp8 kernel), per 128 of N
 
 
-def _scales(scales, dtype: str, kind: str, device, stream, m: int, n: int, k: int):
-    """(their addresses, their element strides (block-wise), what keeps NumPy copies alive,
-    "tensor" | "block"): fp8 inputs need both scale_a and scale_b, float32 on the operands'
-    device: each one value (per-tensor scaling), or block-wise, scale_a of shape (M, K/128) and
-    scale_b (K/128, N/128), rounded up."""
+def _described_scales(scales, dtype: str, kind: str, device, m: int, n: int, k: int):
+    """(their descriptions, "tensor" | "block"): fp8 inputs need both scale_a and scale_b,
+    float32 on the operands' device: each one value (per-tensor scaling), or block-wise, scale_a
+    of shape (M, K/128) and scale_b (K/128, N/128), rounded up."""
     if dtype not in FP8:
         raise ValueError(f"scale_a and scale_b dequantize fp8 inputs ({' or '.join(FP8)}); a and b are {dtype}")
     if scales is None or any(x is None for x in scales):
         raise ValueError("fp8 inputs need both scale_a and scale_b (float32 device arrays: dequantized a is "
                          "a * scale_a)")
-    kb, nb = -(-k // SCALE_BLOCK), -(-n // SCALE_BLOCK)
-    block = {"scale_a": (m, kb), "scale_b": (kb, nb)}
+    block = _scale_shapes(m, n, k)
     ds = []
     for name, x in zip(("scale_a", "scale_b"), scales):
         try:
@@ -173,6 +221,18 @@ def _scales(scales, dtype: str, kind: str, device, stream, m: int, n: int, k: in
                     f"{name} has shape {tuple(d[1])}: scales are per tensor (one value each) or block-wise, "
                     f"scale_a of shape (M, ceil(K/128)) = {block['scale_a']} and scale_b (ceil(K/128), "
                     f"ceil(N/128)) = {block['scale_b']} (a's rows by 1x128 blocks of K, b by 128x128 blocks)")
+    return tuple(ds), mode
+
+
+def _scale_shapes(m: int, n: int, k: int) -> dict:
+    kb, nb = -(-k // SCALE_BLOCK), -(-n // SCALE_BLOCK)
+    return {"scale_a": (m, kb), "scale_b": (kb, nb)}
+
+
+def _scale_values(scales, ds, mode: str, kind: str, stream, m: int, n: int, k: int):
+    """(the scales' addresses, their element strides (block-wise), what keeps NumPy copies
+    alive)."""
+    block = _scale_shapes(m, n, k)
     out, strides, keep = [], [], []
     for name, x, d in zip(block, scales, ds):
         shape = (1,) if mode == "tensor" else block[name]
@@ -185,13 +245,20 @@ def _scales(scales, dtype: str, kind: str, device, stream, m: int, n: int, k: in
         else:
             out.append((x._ary if kind == "numba" else np.asarray(x)).reshape(shape) if SIMULATOR else d[4])
             strides.append(tuple(int(st) for st in d[2]) if mode == "block" else ())
-    return tuple(out), tuple(strides), tuple(keep), mode
+    return tuple(out), tuple(strides), tuple(keep)
 
 
 def _on_device(x, name: str, kind: str, device):
-    xk = array_kind(x)
+    """TypeError or ValueError unless ``x`` is an array of the operands' kind on their device."""
+    try:
+        xk = array_kind(x)
+    except TypeError:
+        raise TypeError(f"{name} must be an array of the operands' kind ({kind}), got {type(x).__name__}") from None
     if xk != kind:
         raise TypeError(f"{name} must be a {kind} array like a and b, got {xk}")
+    if kind == "torch" and not x.is_cuda:
+        raise TypeError(f"{name} is not on a CUDA device (a torch tensor on {x.device}): move it to device {device}, "
+                        "with a and b")
     if device is not None and kind != "numpy" and not SIMULATOR:
         from . import runtime
         d = runtime.device_of(x, kind)
@@ -201,19 +268,23 @@ def _on_device(x, name: str, kind: str, device):
             raise ValueError(f"{name} is on device {d} but a and b are on device {device}")
 
 
-def _matrix(x, name, kind, device, allowed, stream):
+def _described_matrix(x, name, kind, device, allowed):
+    """``describe(x)`` of a 2-D epilogue input (c) of an allowed dtype, with a layout the kernels
+    read (``arrays.layout_of``)."""
     _on_device(x, name, kind, device)
     d = describe(x, name)
     if len(d[1]) != 2:
         raise ValueError(f"{name} must be 2-D, got shape {tuple(d[1])}")
     if d[3] not in allowed:
         raise TypeError(f"{name} has dtype {d[3]}; it must be {' or '.join(allowed)} (the inputs' or output's dtype, or float32)")
-    return as_matrix(x, name, stream=stream, described=d)
+    if kind != "numpy":
+        arrays.layout_of(tuple(d[1]), tuple(d[2]), name)
+    return d
 
 
-def _bias(x, kind, device, allowed, m, n, stream):
-    """(a Matrix of the bias as one row, "col" | "row"): length N is one value per column (also
-    when M == N, as nn.Linear's bias), length M one per row."""
+def _described_bias(x, kind, device, allowed, m, n):
+    """(``describe(x)``, "col" | "row"): length N is one value per column (also when M == N, as
+    nn.Linear's bias), length M one per row."""
     _on_device(x, "bias", kind, device)
     d = describe(x, "bias")
     shape, strides = tuple(d[1]), tuple(d[2])
@@ -227,15 +298,20 @@ def _bias(x, kind, device, allowed, m, n, stream):
         raise ValueError(f"bias has length {shape[0]}; it must be N = {n} (per column) or M = {m} (per row)")
     if d[3] not in allowed:
         raise TypeError(f"bias has dtype {d[3]}; it must be {' or '.join(allowed)} (the inputs' or output's dtype, or float32)")
-    if shape[0] > 1 and strides[0] != 1:
+    if shape[0] > 1 and strides[0] != 1 and kind != "numpy":
         raise ValueError(f"bias must be contiguous, got stride {strides[0]}")
-    row = (kind, (1, shape[0]), (shape[0], 1), d[3], d[4])
+    return d, axis
+
+
+def _bias_matrix(x, kind, d, stream):
+    """The bias as a Matrix of one row (a NumPy one copied to the device)."""
     if kind == "numpy":
-        return as_matrix(x.reshape(1, -1), "bias", stream=stream), axis
-    mat = as_matrix(x, "bias", described=row)
+        return as_matrix(np.ascontiguousarray(x).reshape(1, -1), "bias", stream=stream)
+    length = d[1][0]
+    mat = as_matrix(x, "bias", described=(kind, (1, length), (length, 1), d[3], d[4]))
     if SIMULATOR:
         mat.data = x._ary if kind == "numba" else x
-    return mat, axis
+    return mat
 
 
 def _copyable(dtype: str, item: int, addr: int, pitch: int, m: int, n: int) -> bool:
@@ -261,39 +337,65 @@ def _c_stageable(cm, m: int, n: int) -> bool:
     return not cm.trans and _copyable(cm.dtype, cm.itemsize, cm.ptr, cm.ld, m, n)
 
 
-def _user(fn, args, kind, device, stream, m: int, n: int) -> Tuple[UserFunction, tuple]:
-    if not is_device_function(fn):
-        raise TypeError(f"epilogue must be a numba.cuda.jit(device=True) function f(acc, row, col, *epilogue_args), "
-                        f"got {type(fn).__name__}")
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _described_user(fn, args, kind, device, m: int, n: int) -> Tuple[UserFunction, tuple]:
+    """(the ``UserFunction``, per argument (its value, its description if an array else None)):
+    ``fn`` checked (``user_epilogue.check``) and each argument an int, a float or an array of the
+    operands' kind and device, of a dtype the function may read and a shape it indexes over the
+    whole output (``user_epilogue.indexing``)."""
     if not isinstance(args, (tuple, list)):
-        raise TypeError(f"epilogue_args must be a tuple, got {type(args).__name__}")
+        raise TypeError(f"epilogue_args must be a tuple (of arrays, ints and floats), got {type(args).__name__}")
+    user_epilogue.check(fn, len(args))
     kinds, vals = [], []
     at = element_reads(fn)
+    idx = user_epilogue.indexing(fn)
     for i, x in enumerate(args):
         name = f"epilogue_args[{i}]"
-        if isinstance(x, bool) or isinstance(x, int):
+        if isinstance(x, (bool, np.bool_, int, np.integer)):
+            if not _INT64[0] <= int(x) <= _INT64[1]:
+                raise ValueError(f"{name} = {int(x)} does not fit an int64")
             kinds.append(("i64",))
-            vals.append(int(x))
+            vals.append((int(x), None))
         elif isinstance(x, (float, np.floating)):
             # a Python float is the accumulator's type (fp32): float64 math in an epilogue costs
             # conversions and fp64 instructions per element; np.float64(x) asks for double
             kinds.append(("f64",) if isinstance(x, np.float64) else ("f32",))
-            vals.append(float(x))
+            vals.append((float(x), None))
         else:
             try:
-                xk = array_kind(x)
+                array_kind(x)
             except TypeError:
                 raise TypeError(f"{name} is a {type(x).__name__}: epilogue arguments are arrays of the "
-                                "operands' kind, ints and floats") from None
+                                f"operands' kind ({kind}), ints and floats") from None
             _on_device(x, name, kind, device)
             d = describe(x, name)
             if d[3] not in USER_ARRAY_DTYPES:
                 raise TypeError(f"{name} has dtype {d[3]}; epilogue arrays may be "
                                 f"{', '.join(USER_ARRAY_DTYPES)}")
+            if len(d[1]) == 0:
+                raise TypeError(f"{name} is a 0-d array: pass a number (int or float) instead")
+            if i in idx:
+                _indexable(name, fn, tuple(d[1]), idx[i], m, n)
             kinds.append(("array", d[3], len(d[1]), i in at and _stageable(d, m, n)))
-            vals.append(_user_array(x, xk, d, stream))
+            vals.append((x, d))
     name = getattr(getattr(fn, "py_func", fn), "__qualname__", "epilogue")
     return UserFunction(name, code_digest(fn), tuple(kinds), fn), tuple(vals)
+
+
+def _indexable(name: str, fn, shape: tuple, axes: tuple, m: int, n: int) -> None:
+    """ValueError unless an array of ``shape`` that ``fn`` indexes as ``x[axes]`` (("row", "col"),
+    ("col",), ...: its leading dimensions) can be read so at every row < m and column < n of the
+    output."""
+    spelled = f"x[{', '.join(axes)}]"
+    if len(shape) < len(axes):
+        raise ValueError(f"{name} is {len(shape)}-D with shape {shape}, but {user_epilogue.where(fn)} indexes it "
+                         f"as {spelled}: it must have {len(axes)} dimensions")
+    need = tuple(m if a == "row" else n for a in axes)
+    if any(s < w for s, w in zip(shape, need)):
+        raise ValueError(f"{name} has shape {shape}, but {user_epilogue.where(fn)} reads it as {spelled} at every "
+                         f"row < M = {m} and column < N = {n} of the output: it needs a shape of at least {need}")
 
 
 def _user_array(x, kind, d, stream):
@@ -301,6 +403,7 @@ def _user_array(x, kind, d, stream):
     item = arrays.np_dtype(d[3]).itemsize
     if kind == "numpy":
         from numba import cuda
+        x = np.ascontiguousarray(x if x.dtype.isnative else x.astype(x.dtype.newbyteorder("=")))
         if SIMULATOR:
             return cuda.to_device(x, stream=stream), tuple(x.shape), (0,) * x.ndim
         # (a bfloat16 array as its raw 16-bit words: Numba's device arrays have no bfloat16)

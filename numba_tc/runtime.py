@@ -1,7 +1,9 @@
 """Where a call runs: the device that holds its operands, and the caller's stream on it.
 
 * Device: torch ``tensor.get_device()``, CuPy ``array.device.id``, for other GPU arrays (Numba's
-  included) the driver's answer for their address. NumPy operands go to Numba's current device.
+  included) the driver's answer for their address. NumPy operands go to Numba's current device
+  (``default_device``: ``NoGPUError`` without a GPU, or in a child forked after its parent used
+  CUDA, which the driver cannot survive).
 * Stream, when the caller names none: torch's current stream *of the operands' device*, CuPy's
   current stream, Numba's default stream for Numba and NumPy arrays. A stream the caller names
   may be a torch, CuPy or Numba stream, an object with ``.handle`` (cuda.core), or a raw handle.
@@ -10,9 +12,15 @@ Everything here returns plain ints (device ordinals, CUstream handles).
 """
 from __future__ import annotations
 
-from . import driver
+import os
+from typing import Optional
 
-__all__ = ["device_of", "current_stream", "stream_handle", "numba_stream", "capturing"]
+from . import driver
+from .errors import NoGPUError
+from .intrinsics import SIMULATOR
+
+__all__ = ["device_of", "current_stream", "stream_handle", "numba_stream", "capturing", "default_device",
+           "device_capability"]
 
 
 def device_of(x, kind: str) -> int:
@@ -97,3 +105,64 @@ def capturing(stream: int) -> bool:
         except Exception:
             return False
     return False
+
+
+def _cuda_initialized() -> bool:
+    """Whether this process has initialized the CUDA driver (numba_tc's or Numba's), read without
+    initializing it."""
+    import sys
+    if driver.initialized():
+        return True
+    nd = sys.modules.get("numba.cuda.cudadrv.driver")
+    return getattr(getattr(nd, "driver", None), "pid", None) is not None
+
+
+_FORKED_FROM: Optional[int] = None       # the parent's pid, in a child forked after CUDA was used
+
+
+def _after_fork_in_child() -> None:
+    global _FORKED_FROM
+    if _FORKED_FROM is None and _cuda_initialized():
+        _FORKED_FROM = os.getppid()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _check_not_forked() -> None:
+    """NoGPUError saying so in a child forked after its parent used CUDA, where every driver call
+    fails (CUDA cannot cross a fork) and the GPU would otherwise look absent."""
+    if _FORKED_FROM is not None and not SIMULATOR:
+        raise NoGPUError(f"CUDA cannot be used in this process: it was forked from process {_FORKED_FROM} "
+                         "after that one had initialized CUDA, and the CUDA driver does not survive a fork. "
+                         "Start worker processes with the spawn start method "
+                         "(multiprocessing.get_context('spawn'), or multiprocessing.set_start_method('spawn') "
+                         "before creating them; torch.multiprocessing likewise), or use CUDA in the parent "
+                         "only after forking.")
+
+
+def default_device() -> int:
+    """The device for NumPy operands: Numba's current device (made current if none is); 0 under
+    Numba's CUDA simulator. NoGPUError without a GPU, or in a child forked after CUDA was used."""
+    from numba import cuda
+    if SIMULATOR:
+        return 0
+    _check_not_forked()
+    if not cuda.is_available():
+        raise NoGPUError("no CUDA GPU is available (numba.cuda.is_available() is False). To run "
+                         "the float32 SIMT ladder in Numba's CUDA simulator (slow; tiny shapes), set "
+                         "NUMBA_ENABLE_CUDASIM=1 in the environment before Python starts; or run "
+                         "`python -m numba_tc` for the demo.")
+    dev = driver.current_device()
+    return cuda.get_current_device().id if dev is None else dev
+
+
+def device_capability(device: Optional[int] = None):
+    """Compute capability of ``device`` (default: the current GPU), or NoGPUError (the
+    simulator counts as a GPU)."""
+    if SIMULATOR:
+        from numba import cuda
+        return tuple(cuda.get_current_device().compute_capability)
+    _check_not_forked()
+    return driver.capability(default_device() if device is None else device)

@@ -17,7 +17,7 @@ import pytest
 import numba_tc
 from numba_tc import driver
 from numba_tc.arrays import Matrix
-from numba_tc.api import FP8_OUT
+from numba_tc.checks import FP8_OUT
 from numba_tc.epilogue import BLOCK_SCALED, SCALED
 from numba_tc.layout import FP8, ITEMSIZE
 

@@ -162,7 +162,7 @@ def test_a_repeated_call_takes_its_own_arrays_and_numbers(variant):
     assert all(r() is None for r in gone), "the call cache keeps an epilogue array alive"
     with pytest.raises(ValueError, match="bias has length 5"):     # other facts: checked again
         numba_tc.gemm(a, b, variant=variant, bias=torch.zeros(5, device="cuda", dtype=dt))
-    with pytest.raises(TypeError, match="alpha must be a Python number"):
+    with pytest.raises(TypeError, match="alpha must be a real number"):
         numba_tc.gemm(a, b, variant=variant, alpha=np.float32(1.5))
 
 

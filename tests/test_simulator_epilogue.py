@@ -62,7 +62,7 @@ expect(ValueError, "no c was given", a, b, "smem", beta=1.0)
 expect(ValueError, "activation 'tanh'", a, b, "smem", activation="tanh")
 expect(TypeError, "numba.cuda.jit(device=True)", a, b, "smem", epilogue=lambda acc, r, c: acc)
 expect(ValueError, "without an epilogue", a, b, "smem", epilogue_args=(1.0,))
-expect(TypeError, "alpha must be a Python number", a, b, "smem", alpha=np.ones(2))
+expect(TypeError, "alpha must be a real number", a, b, "smem", alpha=np.ones(2))
 expect(TypeError, "epilogue_args[0] is a str", a, b, "smem", epilogue=cuda.jit(device=True)(lambda acc, r, c, x: acc),
        epilogue_args=("no",))
 """
