@@ -1,4 +1,4 @@
-"""Public entry: ``gemm`` (and ``explain``, ``prepare``), dispatching to the registered variants
+"""Public entry: ``gemm`` (and ``explain``), dispatching to the registered variants
 (``registry``).
 
     >>> import numba_tc, numpy as np
@@ -394,52 +394,6 @@ def _gemm_gpu(a, b, variant, out, out_dtype, stream, allow_tf32, kind, epi_args)
             return out
         call.plan.run(_values(pa, pb, po, call.epi, run, call.plan), st)
     return out
-
-
-class Prepared:
-    """One product planned for a fixed ``b`` and epilogue and for ``a``'s facts (``prepare``):
-    ``enqueue(pa, po)`` computes it from another ``a`` with those facts at address ``pa`` into a
-    new C-contiguous (m, n) result of ``out_dtype`` at ``po``: the launches and nothing else (no
-    checks, no cache lookup). For a caller that keys its own cache by those facts and allocates
-    the result (``numba_tc.torch``'s inference path: a layer's weight and bias stay, each step's
-    input is new)."""
-    __slots__ = ("call", "kind", "pb", "tail", "dev", "n", "out_dtype")
-
-    def __init__(self, call: _Call, kind: str, pb: int, tail: tuple):
-        self.call, self.kind, self.pb, self.tail, self.dev = call, kind, pb, tail, call.device
-        self.n, self.out_dtype = call.n, call.out_dtype
-
-    def enqueue(self, pa: int, po: int) -> None:
-        """The launches, on the caller's current stream of the arrays' kind."""
-        with driver.on_device(self.dev):
-            self.call.plan.run((pa, self.pb, po) + self.tail, runtime.current_stream(self.kind, self.dev))
-
-
-def prepare(a, b, variant: Union[str, Variant] = "auto", *, out_dtype=None, allow_tf32: bool = False, c=None,
-            alpha=1.0, beta=0.0, bias=None, activation=None, epilogue=None, epilogue_args=(),
-            a_cast: bool = False) -> Optional[Prepared]:
-    """``gemm``'s call for ``a`` and ``b`` (GPU arrays, no gradient), checked and planned once,
-    as a ``Prepared`` that computes it for another ``a`` with the same shape, strides, dtype,
-    address alignment (mod 32) and device, while ``b`` and the epilogue's arrays stay the same
-    arrays (kept alive by the caller). None where ``gemm``'s general path must
-    run: NumPy or batched operands, the simulator, an empty problem, fp8 scales, torch tensors
-    that are not CUDA tensors or whose product needs a gradient. ``a_cast``: ``a`` is float32
-    and is read as ``b``'s 16-bit type, rounded as a cast of it would be (autocast's cast fused
-    into the loads); None where no variant does that for this product (``gemv`` does, for one
-    row), and the caller casts."""
-    kind = array_kind(a)
-    if kind == "numpy" or SIMULATOR or batch.is_batched(a, b):
-        return None
-    if kind == "torch" and (not (a.is_cuda and b.is_cuda) or needs_torch_operator(a, b, c, bias)):
-        return None
-    epi_args = _epilogue_of(c, alpha, beta, bias, activation, epilogue, epilogue_args, None)
-    try:
-        call, run, _, pb, _ = _lookup(a, b, variant, None, out_dtype, allow_tf32, kind, epi_args, a_cast)
-    except _NotFused:
-        return None
-    if call.plan is None:
-        return None
-    return Prepared(call, kind, pb, _values(0, 0, 0, call.epi, run, call.plan)[3:])
 
 
 def _gemm_batched(a, b, variant, out, out_dtype, stream, allow_tf32, epi: dict):

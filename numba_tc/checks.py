@@ -46,7 +46,7 @@ class Operands:
         for name, s in (("a", sa), ("b", sb)):
             if len(s) != 2:
                 raise ValueError(f"{name} must be 2-D, got {len(s)}-D with shape {tuple(s)}")
-        if a_cast:                     # a float32 a read as b's 16-bit type (``api.prepare``)
+        if a_cast:                     # a float32 a read as b's 16-bit type (``prepared.prepare``)
             if da != "float32" or db not in ("float16", "bfloat16"):
                 raise TypeError(f"a_cast reads a float32 a as b's 16-bit type, not {da} as {db}")
             da = db

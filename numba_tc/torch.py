@@ -41,7 +41,7 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from . import api
+from . import api, prepared
 from .config import Variant
 
 __all__ = ["gemm", "linear", "Linear", "patch", "unpatch", "patched", "needs_operator"]
@@ -56,6 +56,8 @@ def _eager(a, b, c, bias, alpha, beta, activation, out_dtype, variant, allow_tf3
     if torch.is_grad_enabled():
         with torch.no_grad():
             return _eager(a, b, c, bias, alpha, beta, activation, out_dtype, variant, allow_tf32)
+    if c is None and activation is None and alpha == 1.0 and variant not in _VARIANTS and a.is_cuda:
+        return prepared.torch_product(a, b, bias, out_dtype, variant, allow_tf32)
     return api.gemm(a, b, _VARIANTS.get(variant, variant), out_dtype=out_dtype, allow_tf32=allow_tf32, c=c,
                     alpha=alpha, beta=beta, bias=bias, activation=activation)
 
@@ -303,13 +305,13 @@ def _inference(x: Tensor, weight: Tensor, bias, weight_in_out: bool, variant, ca
     """``linear`` without autograd (grad mode off), at the cost of a lookup and the launches: per
     layer (``cache``), the call is prepared once for each kind of input (its shape, strides,
     dtype, alignment, device, the autocast dtype and tf32 setting) with the weight and bias cast
-    for it (``api.prepare``), and kept while the parameters are the same tensors (held, so that
+    for it (``prepared.prepare``), and kept while the parameters are the same tensors (held, so that
     no new one takes their address) with the same data, unchanged in place (their versions).
     Under autocast a float32 input is read as the autocast type by the product itself where it
-    can (``api.prepare(..., a_cast=True)``: one row, ``gemv``), else cast first. An input of
+    can (``prepared.prepare(..., a_cast=True)``: one row, ``gemv``), else cast first. An input of
     more than two dimensions is taken as the matrix of its rows when it is contiguous (no
     reshape), and the result is made in its shape. None where the general path must run
-    (``api.prepare``'s cases, other strides)."""
+    (``prepared.prepare``'s cases, other strides)."""
     if not isinstance(variant, str):
         return None
     stamp = (weight._version, weight.data_ptr(), None if bias is None else (bias._version, bias.data_ptr()))
@@ -330,7 +332,7 @@ def _inference(x: Tensor, weight: Tensor, bias, weight_in_out: bool, variant, ca
 
 def _entry(cache, key, stamp, weight, bias, x, weight_in_out, variant, dt, tf32, fused) -> tuple:
     """``_inference``'s entry for ``key``: (stamp, weight, bias, the result's shape and dtype,
-    ``api.Prepared`` or None where the product cannot be prepared so, the casts it reads); made
+    ``prepared.Prepared`` or None where the product cannot be prepared so, the casts it reads); made
     (``_prepare_layer``) when missing or stale."""
     hit = cache.get(key)
     if hit is None or hit[0] != stamp or hit[1] is not weight or hit[2] is not bias:
@@ -347,7 +349,7 @@ def _enqueue(hit, x):
 
 
 def _prepare_layer(x, weight, bias, weight_in_out, variant, dt, tf32, fused, cache):
-    """(weight, bias, the result's shape and dtype, ``api.Prepared`` (None: the general path
+    """(weight, bias, the result's shape and dtype, ``prepared.Prepared`` (None: the general path
     runs), the casts it reads) for ``_inference``; ``fused``: x is float32, read as ``dt``."""
     none = (weight, bias, None, None, None, None, None)
     x2 = x
@@ -359,7 +361,7 @@ def _prepare_layer(x, weight, bias, weight_in_out, variant, dt, tf32, fused, cac
         return none
     w = weight if dt is None else _cast(weight, dt, cache)    # (one cast a weight, shared by its entries)
     b = bias if bias is None or dt is None else _cast(bias, dt, cache)
-    prep = api.prepare(x2, w if weight_in_out else w.mT, variant, allow_tf32=tf32, bias=b, a_cast=fused)
+    prep = prepared.prepare(x2, w if weight_in_out else w.mT, variant, allow_tf32=tf32, bias=b, a_cast=fused)
     if prep is None:
         return none
     return weight, bias, (*x.shape[:-1], prep.n), _DTYPES[prep.out_dtype], prep, w, b

@@ -1,13 +1,13 @@
 """The few-rows rung (``gemv``) on a GPU: against float64 for both 16-bit types, the four
 layouts, rows 16-byte aligned or not, ragged sizes, up to ``gemv.ROWS`` rows and past them
 (named), outputs poisoned with NaN first; the same bits run to run; an epilogue applied once, to
-the sum; ``auto``'s choice; and a float32 ``a`` read as bf16 (``api.prepare(..., a_cast=True)``)
+the sum; ``auto``'s choice; and a float32 ``a`` read as bf16 (``prepared.prepare(..., a_cast=True)``)
 bit for bit as the product of its cast."""
 import numpy as np
 import pytest
 
 import numba_tc
-from numba_tc import api, gemv
+from numba_tc import gemv, prepared
 
 try:
     import torch
@@ -71,13 +71,13 @@ def test_float32_a_read_as_bf16_is_the_product_of_its_cast(m, tb):
     a = torch.randn(m, 777, device="cuda", generator=g) * 3
     b = _operand(777, 2304, tb, "bfloat16", 0, g)
     bias = torch.randn(2304, device="cuda", generator=g).bfloat16()
-    prep = api.prepare(a, b, a_cast=True, bias=bias)
+    prep = prepared.prepare(a, b, a_cast=True, bias=bias)
     assert prep is not None
     a2 = torch.randn(m, 777, device="cuda", generator=g)         # another a with the same facts
     y = torch.full((m, 2304), float("nan"), device="cuda", dtype=torch.bfloat16)
     prep.enqueue(a2.data_ptr(), y.data_ptr())
     assert torch.equal(y, numba_tc.gemm(a2.bfloat16(), b, bias=bias))
-    assert api.prepare(torch.randn(gemv.AUTO_ROWS + 1, 777, device="cuda"), b, a_cast=True) is None
-    assert api.prepare(a, b, "hopper", a_cast=True) is None
+    assert prepared.prepare(torch.randn(gemv.AUTO_ROWS + 1, 777, device="cuda"), b, a_cast=True) is None
+    assert prepared.prepare(a, b, "hopper", a_cast=True) is None
     with pytest.raises(TypeError, match="a float32 a as b's 16-bit type"):
-        api.prepare(a.bfloat16(), b, a_cast=True)
+        prepared.prepare(a.bfloat16(), b, a_cast=True)

@@ -304,7 +304,7 @@ def test_compile_before_any_eager_call_in_a_fresh_process():
 
 
 class _FakePrepared:
-    """``api.Prepared``'s interface, recording launches (a CPU stand-in: no product)."""
+    """``prepared.Prepared``'s interface, recording launches (a CPU stand-in: no product)."""
 
     def __init__(self, a, b, calls):
         self.n, self.out_dtype, self.calls = b.shape[1], "float32", calls
@@ -315,12 +315,12 @@ class _FakePrepared:
 
 
 def test_inference_path_prepares_once_per_input_kind_and_parameter_state(monkeypatch):
-    """``_inference``'s cache: one ``api.prepare`` per kind of input while the parameters are
+    """``_inference``'s cache: one ``prepared.prepare`` per kind of input while the parameters are
     unchanged; again after an in-place change or a replacement; N-D inputs as their rows with
     the result in their shape; inputs it cannot take (non-contiguous N-D) left to the general
     path."""
     calls = []
-    monkeypatch.setattr(ntt.api, "prepare", lambda a, b, *args, **kw: _FakePrepared(a, b, calls))
+    monkeypatch.setattr(ntt.prepared, "prepare", lambda a, b, *args, **kw: _FakePrepared(a, b, calls))
     lin = nn.Linear(16, 8)
     cache = {}
 
@@ -354,5 +354,5 @@ def test_inference_path_prepares_once_per_input_kind_and_parameter_state(monkeyp
 
 def test_prepare_refuses_what_only_the_general_path_runs():
     a, b = torch.randn(4, 8), torch.randn(8, 3)
-    assert numba_tc.api.prepare(a, b) is None                # CPU tensors
-    assert numba_tc.api.prepare(a.numpy(), b.numpy()) is None  # NumPy
+    assert numba_tc.prepared.prepare(a, b) is None                # CPU tensors
+    assert numba_tc.prepared.prepare(a.numpy(), b.numpy()) is None  # NumPy
