@@ -175,7 +175,8 @@ class _Simulator:
     def start(self):
         env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+        # (the package, and tests/ for its helpers: ``simulated``)
+        env["PYTHONPATH"] = os.pathsep.join([root, os.path.join(root, "tests"), env.get("PYTHONPATH", "")])
         r, w = os.pipe()
         self.proc = subprocess.Popen([sys.executable, "-c", _SIM_SERVER, str(w)], env=env, pass_fds=(w,),
                                      stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
