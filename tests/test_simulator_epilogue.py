@@ -139,5 +139,15 @@ expect(ValueError, "without an epilogue", a, b, "smem", epilogue_args=(1.0,))
 expect(TypeError, "alpha must be a Python number", a, b, "smem", alpha=np.ones(2))
 expect(TypeError, "epilogue_args[0] is a str", a, b, "smem", epilogue=cuda.jit(device=True)(lambda acc, r, c, x: acc),
        epilogue_args=("no",))
+# the simulator runs the float32 SIMT ladder only
+from numba_tc import UnsupportedDeviceError
+expect(UnsupportedDeviceError, "runs the float32 SIMT ladder only", a.astype(np.float16), b.astype(np.float16))
+expect(UnsupportedDeviceError, "runs linked PTX", a, b, "mma_tuned")
+# an empty product with an epilogue; device arrays whose out overlaps an input
+expect(ValueError, "K == 0 with an epilogue", np.ones((4, 0), np.float32), np.ones((0, 5), np.float32), "smem",
+       bias=np.zeros(5, np.float32))
+big = cuda.to_device(np.ones((8, 8), np.float32))
+expect(ValueError, "out overlaps a or b", big[:4, :3], big[:3, 3:8], "smem", out=big[2:6, 1:6])
+expect(ValueError, "out overlaps a or b", big[:4, :3], big[:3, 3:8], "smem", out=big[3:7, :5])
 """
-    assert run_in_simulator(EXPECT + code).count("raised") == 10
+    assert run_in_simulator(EXPECT + code).count("raised") == 15
