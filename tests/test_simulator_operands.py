@@ -1,7 +1,8 @@
 """Operands the NumPy path never produces, in Numba's CUDA simulator: rows (columns) further
 apart than the matrix is wide (a view of a larger array) for A, B and C, in both memory orders,
 with random values in the padding; and a tail-split tile under an epilogue (the epilogue must
-apply once, to whole sums). Each checked element by element (``verify.elementwise``)."""
+apply once, to whole sums). Each checked element by element (``verify.elementwise``). The tiled
+rungs run in their small configurations (``simulated.SMALL``: several blocks of one warp)."""
 import pytest
 
 from numba_tc import simt
@@ -14,6 +15,7 @@ PADDED = """
 import numpy as np, numba_tc
 from numba import cuda
 from numba_tc import verify
+from simulated import small
 rng = np.random.default_rng(7)
 
 def padded(rows, cols, trans, pad, poison=False):
@@ -32,7 +34,7 @@ for variant in VARIANTS:
         b, db = padded(k, n, layout[1] == "T", 5)
         for ol in "CF":
             host, dout = padded(m, n, ol == "F", 2, poison=True)
-            numba_tc.gemm(da, db, variant, out=dout)
+            numba_tc.gemm(da, db, small(variant), out=dout)
             c = dout.copy_to_host()
             r = verify.elementwise(c, a, b)
             print(variant, layout, ol, "ok" if r.ok else "FAIL", r)
@@ -53,9 +55,10 @@ import numpy as np, numba_tc
 from numba import cuda
 big = np.full((19, 30), 7.0, np.float32)
 d = cuda.to_device(big)
+from simulated import small
 a = cuda.to_device(np.ones((19, 5), np.float32)); b = cuda.to_device(np.ones((5, 23), np.float32))
 for v in ("naive", "blocktile2d", "warptile"):
-    numba_tc.gemm(a, b, v, out=d[:, :23])
+    numba_tc.gemm(a, b, small(v), out=d[:, :23])
     h = d.copy_to_host()
     print(v, bool(np.all(h[:, :23] == 5)), bool(np.all(h[:, 23:] == 7)))
 """)
@@ -64,15 +67,17 @@ for v in ("naive", "blocktile2d", "warptile"):
 
 def test_tail_split_with_an_epilogue_applies_it_once_in_simulator():
     """With few resident slots the warptile rung splits its tail tiles along K and sums the parts
-    atomically; with an epilogue (here a bias and relu) it must not split (or it would add the
-    bias once per part): forced slots, the result checked element by element."""
+    atomically; with an epilogue (here a bias) it must not split (or it would add the bias once
+    per part): forced slots (its small configuration, 2 x 2 tiles), the result checked element
+    by element."""
     out = run_in_simulator("""
 from dataclasses import replace
 import numpy as np, numba_tc
 from numba_tc import simt, verify
-cfg = simt.RUNG7.replace(bk=8)
+from simulated import SMALL
+cfg = SMALL["warptile"].replace(bk=8)
 rng = np.random.default_rng(3)
-m, n, k = 129, 65, 130
+m, n, k = 33, 33, 130
 assert simt.tiled_plan(cfg, m, n, k, 3)[1][2] > 1          # the plain problem does split
 v = numba_tc.variant_from(cfg, "split3")
 v = replace(v, plan=lambda a, b, c, dev, p=v.plan, **kw: p(a, b, c, dev, slots=3, **kw))
@@ -94,6 +99,7 @@ def test_epilogue_into_a_column_major_out_in_simulator():
     out = run_in_simulator("""
 import numpy as np, numba_tc
 from numba_tc import verify
+from simulated import small
 rng = np.random.default_rng(11)
 m, n, k = 21, 19, 23
 a = rng.standard_normal((m, k), dtype=np.float32); b = rng.standard_normal((k, n), dtype=np.float32)
@@ -102,7 +108,7 @@ for length in (n, m):
     ref = a.astype(np.float64) @ b.astype(np.float64) + (bias[None, :] if length == n else bias[:, None])
     for order in "CF":
         out = np.full((m, n), np.nan, np.float32, order=order)
-        numba_tc.gemm(a, b, "blocktile2d", bias=bias, out=out)
+        numba_tc.gemm(a, b, small("blocktile2d"), bias=bias, out=out)
         r = verify.elementwise(out, a, b, ref=ref)
         print(length, order, "ok" if r.ok else "FAIL", r)
 """)
