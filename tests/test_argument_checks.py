@@ -130,8 +130,8 @@ def test_a_cast_reads_float32_as_16_bits_only():
     raises(TypeError, "not float32 as float32", api._Problem, f32(4, 5), f32(5, 3), "auto", None, None, False, a_cast=True)
 
 
-def test_explain_takes_gpu_arrays():
-    raises(TypeError, "explain() takes GPU arrays", numba_tc.explain, f32(4, 5), f32(5, 3))
+def test_explain_plans_numpy_arrays_on_a_gpu_only():
+    raises(numba_tc.NoGPUError, "no CUDA GPU", numba_tc.explain, f32(4, 5), f32(5, 3))
 
 
 def test_batched_fp8_scales_are_refused():
@@ -215,7 +215,7 @@ def test_bias_must_be_contiguous():
 
 
 def test_epilogue_args_must_be_a_tuple_of_arrays_and_numbers():
-    raises(TypeError, "epilogue_args must be a tuple, got float", bind, epilogue=_plus, epilogue_args=1.0)
+    raises(TypeError, "epilogue_args must be a tuple (of arrays, ints and floats), got float", bind, epilogue=_plus, epilogue_args=1.0)
     raises(TypeError, "epilogue_args[0] has dtype complex64; epilogue arrays may be", bind, epilogue=_plus,
            epilogue_args=(Dev((8, 6), np.complex64),))
 
