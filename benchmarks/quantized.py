@@ -29,6 +29,7 @@ import math
 import os
 import subprocess
 import sys
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -216,9 +217,10 @@ def sweep(rounds: int, calls: int) -> list:
         base, _ = qproduct.pick(b, n, k, Q.INT4)
         cfgs = {base}
         for split in (max(1, base.split // 2), min(8, base.split * 2)):
-            cfgs.add(QConfig(base.tm, base.warps, base.u, split, base.minb))
-        cfgs.add(QConfig(base.tm, base.warps, base.u, base.split, max(1, base.minb - 1)))
-        cfgs.add(QConfig(1, base.warps, min(4, base.u * 2), base.split, base.minb))
+            cfgs.add(replace(base, split=split))
+        for stages in (max(2, base.stages - 1), min(7, base.stages + 2)):
+            cfgs.add(replace(base, stages=stages))
+        cfgs.add(QConfig(1, base.warps, min(4, base.u * 2), base.split, base.minb, base.stages))
         qws = [qw] + [Q.QuantizedWeight(qw.fmt, qw.n, qw.k, qw.group, qw.scale_dtype, qw.packed.clone(),
                                         qw.scales.clone(), None) for _ in range(copies_for(qw.nbytes) - 1)]
         with torch.no_grad():
@@ -267,12 +269,15 @@ def main():
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
         from quantized_llama import compare
         layers, tokens = (4, 32) if a.quick else (16, 128)
-        b, q, agree = compare(layers, tokens)
+        r = compare(layers, tokens)
+        b, q = r["bf16_tps"], r["int4_tps"]
         recs.append({"feature": "quantized_decode", "format": "int4", "group": 128, "ratio": q / b, "bf16_tps": b,
-                     "int4_tps": q, "layers": layers, "tokens": tokens, "tokens_agree": agree,
+                     "int4_tps": q, "layers": layers, "tokens": tokens, "rel_err": r["rel_err"],
+                     "argmax_agree": r["argmax_agree"], "tokens_agree_bf16": r["agree_bf16"],
                      "model": "Llama-3-8B layer shapes, random weights, CUDA-graph steps"})
-        print(f"decode, {layers} layers: bf16 torch {b:.1f} tok/s, int4 {q:.1f} tok/s -> {q / b:.2f}x "
-              f"(greedy tokens agree for {agree} of {tokens})")
+        print(f"decode, {layers} layers: bf16 torch {b:.1f} tok/s, int4 {q:.1f} tok/s -> {q / b:.2f}x | int4 logits "
+              f"vs its dequantized bf16 weights: rel_err {r['rel_err']:.1e}, greedy equal at {r['argmax_agree']} of "
+              f"{tokens} steps (vs the unquantized bf16 model, a different model: first {r['agree_bf16']})")
     c = commit()
     cmd = " ".join(["python", "benchmarks/quantized.py"] + sys.argv[1:])
     for r in recs:

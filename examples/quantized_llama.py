@@ -158,8 +158,45 @@ def decode(model, tokens: int, first: int = 1):
     return out.tolist(), tokens / dt
 
 
+def logits_along(model, tokens, first: int = 1):
+    """(steps, vocab) float32 logits of the model fed ``tokens`` one at a time (teacher-forced,
+    eager): every model sees the same inputs."""
+    model.kv.zero_()
+    out = []
+    with torch.no_grad():
+        for i, tok in enumerate([first] + list(tokens[:-1])):
+            ids = torch.tensor([tok], device="cuda")
+            out.append(model.step(ids, torch.tensor([i], device="cuda")).float())
+    return torch.cat(out)
+
+
+def dequantized_(model):
+    """Each ``QuantLinear`` of ``model`` replaced, in place, by an ``nn.Linear`` of its weight
+    dequantized to bf16 (``quant.dequantize``: one rounding of value * scale): the int4 model's
+    reference, which its products must equal up to rounding."""
+    from numba_tc import quant
+    from numba_tc.torch_quant import QuantLinear
+    for mod in list(model.modules()):
+        for name, child in list(mod.named_children()):
+            if isinstance(child, QuantLinear):
+                lin = nn.Linear(child.in_features, child.out_features, bias=child.bias is not None,
+                                device="cuda", dtype=torch.bfloat16)
+                with torch.no_grad():
+                    lin.weight.copy_(quant.dequantize(child.qw, "bfloat16", "bfloat16"))
+                    if child.bias is not None:
+                        lin.bias.copy_(child.bias)
+                setattr(mod, name, lin)
+    return model
+
+
 def compare(layers: int = 8, tokens: int = 64, group: int = 128):
-    """(bf16 tokens/s, int4 tokens/s, how many of the first tokens agree)."""
+    """A dict: ``bf16_tps``, ``int4_tps`` (tokens/s); ``rel_err``: max |logits of the int4
+    model - logits of the same model with its weights dequantized to bf16| / max |the latter|
+    over the int4 model's tokens (teacher-forced: both see the same inputs), and
+    ``argmax_agree``: the steps whose greedy token is the same in both; ``agree_bf16``: the
+    first greedy tokens equal to the unquantized bf16 model's (a different model: int4 changes
+    each weight by up to half a step, and random weights give near-tied logits, so this is
+    expected to be small)."""
     from numba_tc.torch_quant import quantize_model
     c = config(layers)
     model = init_(Decoder(c, tokens + 1).cuda().to(torch.bfloat16)).eval()
@@ -168,7 +205,11 @@ def compare(layers: int = 8, tokens: int = 64, group: int = 128):
     torch.cuda.empty_cache()
     got, int4_tps = decode(model, tokens)
     agree = next((i for i, (a, b) in enumerate(zip(ref, got)) if a != b), len(ref))
-    return bf16_tps, int4_tps, agree
+    lq = logits_along(model, got)
+    ld = logits_along(dequantized_(model), got)
+    rel = float((lq - ld).abs().max() / ld.abs().max())
+    same = int((lq.argmax(-1) == ld.argmax(-1)).sum())
+    return dict(bf16_tps=bf16_tps, int4_tps=int4_tps, rel_err=rel, argmax_agree=same, agree_bf16=agree)
 
 
 def main():
@@ -177,9 +218,11 @@ def main():
     p.add_argument("--tokens", type=int, default=64)
     p.add_argument("--group", type=int, default=128)
     a = p.parse_args()
-    b, q, agree = compare(a.layers, a.tokens, a.group)
-    print(f"{a.layers} layers of Llama-3-8B's shapes, batch 1, {a.tokens} tokens: bf16 torch {b:.1f} tok/s, "
-          f"int4 numba_tc {q:.1f} tok/s, {q / b:.2f}x; greedy tokens agree for the first {agree}")
+    r = compare(a.layers, a.tokens, a.group)
+    print(f"{a.layers} layers of Llama-3-8B's shapes, batch 1, {a.tokens} tokens: bf16 torch {r['bf16_tps']:.1f} "
+          f"tok/s, int4 numba_tc {r['int4_tps']:.1f} tok/s, {r['int4_tps'] / r['bf16_tps']:.2f}x; int4 logits vs "
+          f"its dequantized bf16 weights: rel_err {r['rel_err']:.1e}, greedy token equal at {r['argmax_agree']} of "
+          f"{a.tokens} steps (vs the unquantized bf16 model: the first {r['agree_bf16']} agree)")
 
 
 if __name__ == "__main__":

@@ -119,10 +119,10 @@ for _file, _table in (("memory.cu", MEMORY_SIGNATURES), ("mma.cu", MMA_SIGNATURE
 # ptx/quant.cu: quantized weights' loads and conversions to mma fragments (sm_80+; qgemm.py)
 QUANT_SIGNATURES = {
     "ldg_stream_v4": _I32(_FRAG, _I32, _I64),
-    "ldg_v2u32": _I32(_FRAG, _I32, _I64),
-    "ldg_nc_v4": _I32(_FRAG, _I32, _I64),
     "ldg_u8": _U32(_I64),
-    "stg_v2u32": _I32(_I64, _U32, _U32),
+    "cp_async4": _I32(_I32, _I64, _I32),
+    "cp_async8": _I32(_I32, _I64),
+    "word_scale": _F32(_U32, _I32, _I32),
     "pack16x2": _U32(_F32, _F32, _I32),
     "dq_int4": _I32(_FRAG, _I32, _U32, _U32, _U32, _I32),
     "dq_int8": _I32(_FRAG, _I32, _U32, _U32, _I32),

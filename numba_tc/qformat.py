@@ -13,13 +13,15 @@ from numba.extending import register_jitable
 from .epilogue import code_digest, is_device_function
 
 __all__ = ["Format", "UserDecode", "INT4", "INT4_ZP", "INT8", "FORMATS", "get_format", "user_format",
-           "element_of", "ORDERS", "TILE_N", "K_STEP", "LANES", "WORDS", "NF4_LEVELS", "SCALE_DTYPES",
-           "ACT_DTYPES", "GROUPS", "SCALE_KIND"]
+           "element_of", "run_k", "SPAN", "PIECE", "ORDERS", "TILE_N", "K_STEP", "LANES", "WORDS", "NF4_LEVELS",
+           "SCALE_DTYPES", "ACT_DTYPES", "GROUPS", "SCALE_KIND"]
 
 TILE_N = 16                  # output features per tile (the mma's M)
 K_STEP = 16                  # K per mma step
 LANES = 32
 WORDS = 4                    # 32-bit words a lane loads per tile and chunk (16 bytes)
+SPAN = 32                    # K of two k16 steps: a step's K never leave their span
+PIECE = 8                    # K of a thread's piece of a span (16 bytes of a 16-bit row)
 SCALE_DTYPES = ("bfloat16", "float16", "float32")
 ACT_DTYPES = ("bfloat16", "float16")
 GROUPS = (0, 32, 64, 128, 256)     # 0: one group per row (per channel)
@@ -130,14 +132,24 @@ def user_format(decode, name: Optional[str] = None) -> Format:
 # --- the layout ------------------------------------------------------------------------------------
 
 @register_jitable
+def run_k(c, p, t, ck):
+    """K of the first element of piece ``p`` of thread ``t``'s run in chunk ``c`` (``ck``: the
+    chunk's K): a thread's K of a chunk are ``ck / 32`` pieces of ``PIECE`` consecutive K, one
+    per span of 32, so a k16 step never leaves its span (groups of 32 hold whole steps) and a
+    piece of a row of x is one 16-byte load."""
+    return ck * c + SPAN * p + PIECE * t
+
+
+@register_jitable
 def element_of(wi, j, kc, order):
     """(n, k) of code ``j`` of packed word ``wi`` (``order``: ``ORDERS``' value; ``kc``: chunks
     of K). Integer arithmetic only: NumPy arrays of word and code indices give arrays.
 
     Lane (g, t)'s word s of a tile's chunk holds its A fragment of k16 step s (int8: two words a
-    step): rows g and g + 8, and four K of the step. Thread t's K are a run of the chunk,
-    ``run = chunk_k / 4`` long, ``run * t + 4 s + (0..3)``: over a chunk a thread's activations
-    are one contiguous run of a row (32 bytes for 4-bit codes, 16 for int8)."""
+    step): rows g and g + 8, and four K of the step. Steps go in spans of 32 K (two steps a
+    span), and thread t's four K of a step are ``run_k(c, s // 2, t) + 4 (s % 2) + (0..3)``:
+    its piece of the span, so over a chunk a thread's activations are one 16-byte piece of a
+    row per span (two for 4-bit codes, one for int8)."""
     s = wi % WORDS
     lane = (wi // WORDS) % LANES
     tc = wi // (WORDS * LANES)
@@ -149,7 +161,7 @@ def element_of(wi, j, kc, order):
         b = 4 * (s % 2) + j
         r = b // 2
         h = b % 2
-        k0 = 32 * c + 8 * t + 4 * (s // 2)
+        k0 = run_k(c, 0, t, 32) + 4 * (s // 2)
     else:
         if order == 1:              # lut: register r = nibbles 2r, 2r+1 (byte r)
             r = j // 2
@@ -157,7 +169,7 @@ def element_of(wi, j, kc, order):
         else:                       # magic: register r = nibbles r, r + 4
             r = j % 4
             h = j // 4
-        k0 = 64 * c + 16 * t + 4 * s
+        k0 = run_k(c, s // 2, t, 64) + 4 * (s % 2)
     n = TILE_N * mt + g + 8 * (r % 2)
     k = k0 + 2 * (r // 2) + h
     return n, k

@@ -25,46 +25,55 @@ __all__ = ["gemm", "pick", "explain", "SMALL_ROWS"]
 
 SMALL_ROWS = 64          # x of at most this many rows: the streaming kernel (``qgemm.MAX_ROWS``)
 SMS = 132                # SMs ``pick`` plans for where it is not told (an H100 / H200)
-# per n8 tiles of x: (tm, u, blocks per SM of 4 warps the launch bounds reserve registers for):
-# x's run and the accumulators grow with the tiles of x, so fewer tiles of weight per warp, or
-# fewer chunks an iteration, keep it in registers (tests/test_sass_quant.py: no spills)
-SHAPES = {1: (2, 2, 4), 2: (2, 2, 3), 4: (2, 1, 3), 8: (1, 1, 2)}
-_FILL = 1.5              # an iteration's worth of latency before a warp's first sums (the model's)
+SMEM_PER_SM = 228 * 1024  # shared memory of an SM (each resident block also reserves 1 KiB)
+# per n8 tiles of x: (tm, u, stages): x's pieces and the accumulators grow with the tiles of x,
+# so the shape keeps a stage of weight near a stage of x (the L2 reads of x per weight byte)
+# and the registers within the launch bounds (tests/test_sass_quant.py: no spills)
+SHAPES = {1: (2, 2, 4), 2: (4, 2, 3), 4: (2, 1, 4), 8: (1, 1, 3)}
+_FILL = 1.5              # a stage's worth of latency before a warp's first sums (the model's)
 _PLAIN_ARGS = (None, 1.0, 0.0, None, None, None, ())      # (c, alpha, beta, bias, activation, epilogue, args)
 
 
-def pick(m: int, n: int, k: int, fmt: Format, sms: int = SMS, group_k: int = 128):
+def pick(m: int, n: int, k: int, fmt: Format, sms: int = SMS, group_k: int = 128, xv: int = 16):
     """(``qgemm.QConfig``, n8 tiles of x) of the streaming kernel for an M x K x N product.
 
-    A tile of x per 8 rows; the warp's shape from ``SHAPES``; then the parts of K per tile
-    (warps of 4 per block, up to ``MAX_SPLIT`` blocks a cluster) that finish soonest by a
-    model: the warps resident at once (the launch bounds' blocks per SM), the waves of them the
-    parts make (one or fewer: every warp's loads in flight at once; more: in turn), the
-    iterations of a part, and one and a half for a wave's first loads.
-    Few tiles (features) take more parts: every SM streams; many take few: a warp streams long."""
-    from .qgemm import MAX_SPLIT, QConfig
+    A tile of x per 8 rows; the warp's shape from ``SHAPES`` (fewer chunks a stage where small
+    groups would put many scales in registers); the blocks an SM holds from the rings' shared
+    memory (``qgemm.smem_bytes``: every warp keeps ``stages`` stages in flight, so the bytes in
+    flight grow with the warps resident); then the parts of K per tile (warps per block, up to
+    ``MAX_SPLIT`` blocks a cluster) that finish soonest by a model: the waves the parts make
+    over the resident warps (one or fewer: every warp's copies in flight at once; more: in
+    turn), the stages of a part, and one and a half for a wave's first copies."""
+    from .qgemm import MAX_SPLIT, SMEM_SM, QConfig, smem_bytes, x_rows
     nt = 1 if m <= 8 else 2 if m <= 16 else 4 if m <= 32 else 8
-    tm, u, minb = SHAPES[nt]
+    xg = x_rows(m, nt)
+    tm, u, stages = SHAPES[nt]
     while u > 1 and _scale_registers(tm, u, fmt, group_k) > 16:
-        u //= 2                                    # (small groups: an iteration's scales in registers)
+        u //= 2                                    # (small groups: a stage's scales in registers)
     while tm > 1 and _scale_registers(tm, u, fmt, group_k) > 16:
         tm //= 2
     groups = cdiv(cdiv(n, TILE_N), tm)
-    nit = cdiv(cdiv(k, fmt.chunk_k), u)            # iterations of a tile group's K
+    nit = cdiv(cdiv(k, fmt.chunk_k), u)            # stages of a tile group's K
     best = None
-    for warps in (1, 2, 4):
+    for warps in (2, 4, 8):
+        st = stages
+        while st > 2 and smem_bytes(QConfig(tm, warps, u, 1, 1, st), fmt, nt, xv, group_k, xg) > SMEM_SM:
+            st -= 1
+        smem = smem_bytes(QConfig(tm, warps, u, 1, 1, st), fmt, nt, xv, group_k, xg)
+        bps = min(SMEM_PER_SM // (smem + 1024), 2048 // (32 * warps), 32)
+        if smem > SMEM_SM or bps < 1:
+            continue
         for split in range(1, MAX_SPLIT + 1):
             if split > 1 and warps < 4:
                 continue
-            ip = cdiv(nit, warps * split)           # iterations per part
+            ip = cdiv(nit, warps * split)           # stages per part
             if split > 1 and cdiv(nit, ip) <= warps * (split - 1):
                 continue                             # (a block of the cluster would have no part)
-            waves = groups * warps * split / (sms * min(minb * 4 // warps, 32) * warps)
-            # (one wave: every load in flight from the start; more: the parts' iterations in turn)
+            waves = groups * split / (sms * bps)
             t = ip + _FILL if waves <= 1 else waves * ip + _FILL * math.ceil(waves)
             cost = (t, split, -warps)
             if best is None or cost < best[0]:
-                best = (cost, QConfig(tm, warps, u, split, minb * 4 // warps if warps < 4 else minb))
+                best = (cost, QConfig(tm, warps, u, split, bps, st))
     return best[1], nt
 
 
@@ -207,7 +216,7 @@ def _plan(x, qw, out, out_dtype, kind, epi_args, plain, config) -> _Call:
     from .epilogue import PLAIN
     from .epilogue_args import bind
     from .plan import Plan, Step
-    from .qgemm import MAX_ROWS, qgemm_kernel
+    from .qgemm import MAX_ROWS, qgemm_kernel, smem_bytes, words_aligned, x_rows
     _, shape, strides, dt, _ = describe(x, "x")
     if len(shape) != 2:
         raise ValueError(f"x must be 2-D (rows, K), got shape {tuple(shape)}")
@@ -251,22 +260,25 @@ def _plan(x, qw, out, out_dtype, kind, epi_args, plain, config) -> _Call:
     fmt = qw.fmt
     with driver.on_device(dev):
         sms = driver.sm_count(dev)
-    cfg, nt = pick(m, n, k, fmt, sms, qw.group_k)
+    xv = _x_access(k, fmt, m, lda, operand_facts(x, kind)[0][3])
+    cfg, nt = pick(m, n, k, fmt, sms, qw.group_k, xv)
     cfg = config if config is not None else cfg
     np_, kp, kc = qw.padded
     kcv = cdiv(k, fmt.chunk_k)
     cpp = _chunks_per_part(cfg, kcv)
     ntiles = np_ // TILE_N
-    xv = _x_access(k, fmt, m, lda, operand_facts(x, kind)[0][3])
     spec = bound.spec if bound is not None else None
-    kern = qgemm_kernel(cfg, fmt, dt, qw.scale_dtype, odt, nt, qw.group_k, xv, spec or PLAIN)
+    xg = x_rows(m, nt)
+    wa = words_aligned(n, weight[1], weight[2])
+    kern = qgemm_kernel(cfg, fmt, dt, qw.scale_dtype, odt, nt, qw.group_k, xv, spec or PLAIN, xg, wa)
+    smem = smem_bytes(cfg, fmt, nt, xv, qw.group_k, xg)
     groups = qw.groups
     grid = cdiv(ntiles, cfg.tm) * cfg.split
 
     def args(px, pp, ps, pz, pc, *ep):
         return (px, pp, ps, pz, pc, m, n, k, lda, ldc, kc, kcv, cpp, ntiles, groups, *ep)
     with driver.on_device(dev):
-        plan = Plan([Step(kern, grid, cfg.threads, args, cluster=cfg.split,
+        plan = Plan([Step(kern, grid, cfg.threads, args, smem=smem, cluster=cfg.split,
                           label=f"qgemm {fmt.name} {cfg} nt={nt} x{xv}")], dev, False)
     plan.variant = "quant"
     return _Call(plan, bound, m, n, odt, dev, None, kind, weight)

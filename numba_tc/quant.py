@@ -29,9 +29,10 @@ thread exactly its ``mma.m16n8k16`` A fragments, with the weight as A (16 output
 activations as B (8 rows). Features go in m16 tiles, K in chunks of ``chunk_k`` (64 for 4-bit
 codes: four k16 steps; 32 for int8: two); tile ``mt``, chunk ``c`` is 512 bytes, lane ``l``'s 16
 of them at ``((mt * kc + c) * 32 + l) * 16``. Within a k16 step the mma's K order is permuted (the
-same permutation for A and B leaves the product unchanged): thread t's four K positions of step
-s are ``run * t + 4 s + (0..3)`` (``run = chunk_k / 4``), so over a chunk its activations are one
-contiguous run of each row (two 16-byte loads for 4-bit codes). Within a word the
+same permutation for A and B leaves the product unchanged): steps go in spans of 32 K (two steps
+a span, so a group of 32 holds whole steps), and thread t's four K positions of step s are
+``32 (s // 2) + 8 t + 4 (s % 2) + (0..3)`` (``qformat.run_k``), so over a chunk its activations
+are one piece of 8 consecutive K of each row per span (a 16-byte copy each). Within a word the
 codes are ordered for the kernel's conversion (``element_of``): ``"magic"`` (int4) puts register
 r's two codes in nibbles r and r + 4, which the lop3 magic-number conversion (``ptx/quant.cu``)
 turns into bf16x2 / f16x2 pairs with a shift and one lop3 per register; ``"lut"`` (user formats)

@@ -85,11 +85,12 @@ def test_streaming_product(case):
     _check(y, x, qw, dt)
 
 
-CONFIGS = [  # (tm, warps, u, split, minb): every shape the kernel takes, clusters of 1 to 8 blocks
-    (1, 4, 1, 1, 4), (2, 4, 2, 3, 4), (4, 2, 1, 8, 4), (1, 1, 4, 1, 8), (2, 4, 4, 5, 2), (1, 8, 2, 2, 2)]
+CONFIGS = [  # (tm, warps, u, split, minb, stages): every shape the kernel takes, clusters of 1 to 8 blocks
+    (1, 4, 1, 1, 4, 4), (2, 4, 2, 3, 4, 2), (4, 2, 1, 8, 4, 3), (1, 1, 4, 1, 8, 7), (2, 4, 4, 5, 2, 4),
+    (1, 8, 2, 2, 2, 5)]
 
 
-@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: "tm{}-w{}-u{}-split{}-minb{}".format(*c))
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: "tm{}-w{}-u{}-split{}-minb{}-st{}".format(*c))
 @pytest.mark.parametrize("fmt", [Q.INT4, USER], ids=lambda f: f.name)
 def test_configurations_and_determinism(cfg, fmt):
     """Any configuration (``config=``) gives the product, ragged K and N split over a cluster's

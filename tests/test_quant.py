@@ -43,10 +43,11 @@ def test_layout_is_a_bijection_onto_the_padded_weight(fmt, group):
 
 def test_one_lane_load_holds_its_mma_fragments():
     """Word s of lane (g, t) in tile 0, chunk 0: the A fragment of k16 step s in the permuted K
-    order (thread t's K of step s are 16 t + 4 s .. + 3: over the chunk's four steps one run of
-    16, so its activations are 32 contiguous bytes), rows g and g + 8 (magic order: register r =
-    nibbles r, r + 4; register r's row is g + 8 (r % 2), its K 2 (r // 2) + half). Each step's
-    K are 16 distinct values (the mma's k slots, permuted alike for A and B)."""
+    order (thread t's K of step s are 32 (s // 2) + 8 t + 4 (s % 2) .. + 3: steps in spans of 32
+    K, so a group of 32 holds whole steps, and a thread's K of a span are one piece of 8, 16
+    bytes of x), rows g and g + 8 (magic order: register r = nibbles r, r + 4; register r's row
+    is g + 8 (r % 2), its K 2 (r // 2) + half). Each step's K are 16 distinct values (the mma's k
+    slots, permuted alike for A and B) within one span."""
     for lane in range(32):
         g, t = divmod(lane, 4)
         for s in range(4):
@@ -54,12 +55,12 @@ def test_one_lane_load_holds_its_mma_fragments():
             for j in range(8):
                 n, k = element_of(wi, j, 1, 0)
                 r, h = j % 4, j // 4
-                assert (n, k) == (g + 8 * (r % 2), 16 * t + 4 * s + 2 * (r // 2) + h)
+                assert (n, k) == (g + 8 * (r % 2), 32 * (s // 2) + 8 * t + 4 * (s % 2) + 2 * (r // 2) + h)
     for order, per, words in ((0, 8, 1), (1, 8, 1), (2, 4, 2)):       # a step's K over the four lanes t
         for s in range(4 // words):
             ks = {int(element_of(t * 4 + words * s + w, j, 1, order)[1]) for t in range(4) for w in range(words)
                   for j in range(per)}
-            assert len(ks) == 16
+            assert len(ks) == 16 and len({k // 32 for k in ks}) == 1
 
 
 def test_pick_covers_k_and_fits():

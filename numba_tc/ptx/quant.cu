@@ -1,5 +1,5 @@
-// Quantized weights (qgemm.py): packed codes to mma.sync A fragments in registers, and the loads
-// that stream the packed weight. One small function per job; Numba ABI as in mma.cu
+// Quantized weights (qgemm.py): packed codes to mma.sync A fragments in registers, and the copies
+// and loads that stream the packed weight, its scales and x. One small function per job; Numba ABI as in mma.cu
 // (extern "C" __device__ int f(T* ret, args...), fragments as pointer + element offset, global
 // addresses as 64-bit integers). Kind: 1 = fp16, 2 = bf16 (the activations' type).
 typedef unsigned int u32;
@@ -8,7 +8,8 @@ typedef unsigned long long u64;
 
 // 16 bytes of the packed weight (PTX ISA 9.7.9.8 ld: .global.nc, .L1::no_allocate, .v4.u32,
 // .L2::cache_hint with a policy from createpolicy, 9.7.9.17): each byte is read once, so it
-// bypasses L1 and is first out of L2, leaving L2 to the activations every block reads.
+// bypasses L1 and is first out of L2 (the dequantizing pass; the streaming kernel copies with
+// cp.async into shared memory).
 extern "C" __device__ int ldg_stream_v4(int* ret, u32* f, int off, i64 gaddr) {
     u64 pol;
     asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
@@ -17,20 +18,27 @@ extern "C" __device__ int ldg_stream_v4(int* ret, u32* f, int off, i64 gaddr) {
     return 0;
 }
 
-// 8 bytes of the activations (ld.global.nc.v2.u32, PTX ISA 9.7.9.8): a B fragment of m16n8k16
-// (four consecutive K of one row, in the layout's permuted K order). Read-only while the kernel runs.
-extern "C" __device__ int ldg_v2u32(int* ret, u32* f, int off, i64 gaddr) {
-    asm("ld.global.nc.v2.u32 {%0,%1}, [%2];\n" : "=r"(f[off]), "=r"(f[off + 1]) : "l"(gaddr));
+// 4 and 8 bytes global -> shared without a register round trip (cp.async.ca, PTX ISA
+// 9.7.9.25.3; 16-byte copies are mma.cu's cp_async16): a word holding a lane's scale or zero
+// point (only `src_bytes` read, the rest zero-filled: never past an array's end), and half of a
+// piece of x whose rows are 8-byte aligned. Completed by cp_async_wait (mma.cu).
+extern "C" __device__ int cp_async4(int* ret, int saddr, i64 gaddr, int src_bytes) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
+                 :: "r"(saddr), "l"(gaddr), "r"(src_bytes) : "memory");
+    return 0;
+}
+extern "C" __device__ int cp_async8(int* ret, int saddr, i64 gaddr) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" :: "r"(saddr), "l"(gaddr) : "memory");
     return 0;
 }
 
-// 16 bytes of the activations (ld.global.nc.v4.u32, PTX ISA 9.7.9.8): a thread's run of one row
-// of x in a chunk (the layout gives thread t of a k16 step the K after thread t - 1's whole run),
-// the B fragments of two k16 steps. Read-only while the kernel runs; kept in L1 (every warp of a
-// block reads the same rows).
-extern "C" __device__ int ldg_nc_v4(int* ret, u32* f, int off, i64 gaddr) {
-    asm("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-        : "=r"(f[off]), "=r"(f[off + 1]), "=r"(f[off + 2]), "=r"(f[off + 3]) : "l"(gaddr));
+// A scale from the word a lane copied (cp_async4): kind 0 the word is a float32; 1 (fp16), 2
+// (bf16): its 16-bit half `hi` (the scale's address bit 1), widened exactly (cvt.f32.f16).
+extern "C" __device__ int word_scale(float* ret, u32 w, int hi, int kind) {
+    if (kind == 0) { *ret = __uint_as_float(w); return 0; }
+    unsigned short v = (unsigned short)(hi ? w >> 16 : w);
+    if (kind == 1) asm("cvt.f32.f16 %0, %1;" : "=f"(*ret) : "h"(v));
+    else *ret = __uint_as_float(((u32)v) << 16);
     return 0;
 }
 
@@ -39,13 +47,6 @@ extern "C" __device__ int ldg_u8(u32* ret, i64 gaddr) {
     unsigned short v;
     asm("ld.global.nc.u8 %0, [%1];\n" : "=h"(v) : "l"(gaddr));
     *ret = v;
-    return 0;
-}
-
-// 8 bytes to global memory (st.global.v2.u32, PTX ISA 9.7.9.9): four 16-bit weights of a row
-// (the dequantizing pass's stores).
-extern "C" __device__ int stg_v2u32(int* ret, i64 gaddr, u32 a, u32 b) {
-    asm volatile("st.global.v2.u32 [%0], {%1,%2};\n" :: "l"(gaddr), "r"(a), "r"(b) : "memory");
     return 0;
 }
 
