@@ -27,7 +27,6 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import sys
 from dataclasses import replace
 
@@ -38,6 +37,7 @@ from numba import cuda
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from numba_tc import quant as Q  # noqa: E402
+from numba_tc.bench import stamp  # noqa: E402
 
 NF4 = np.array(Q.NF4_LEVELS, np.float32)
 
@@ -49,14 +49,6 @@ def nf4(code):
 
 SHAPES = [(4096, 4096), (4096, 14336), (14336, 4096), (8192, 28672)]      # (K, N): in, out features
 L2_BYTES = 50 << 20
-
-
-def commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
-    except OSError:
-        return "?"
 
 
 def copies_for(nbytes: int) -> int:
@@ -278,7 +270,7 @@ def main():
         print(f"decode, {layers} layers: bf16 torch {b:.1f} tok/s, int4 {q:.1f} tok/s -> {q / b:.2f}x | int4 logits "
               f"vs its dequantized bf16 weights: rel_err {r['rel_err']:.1e}, greedy equal at {r['argmax_agree']} of "
               f"{tokens} steps (vs the unquantized bf16 model, a different model: first {r['agree_bf16']})")
-    c = commit()
+    c = stamp(a.out, gpu=False)["commit"]
     cmd = " ".join(["python", "benchmarks/quantized.py"] + sys.argv[1:])
     for r in recs:
         r.update(gpu=gpu, commit=c, command=cmd)
