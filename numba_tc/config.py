@@ -237,7 +237,7 @@ MAX_ACC_REGS = 128              # fp32 accumulators per thread a consumer may ho
 
 @dataclass(frozen=True)
 class WgmmaConfig:
-    """The Hopper kernel of the wgmma rungs (see ``hopper.py``), one knob per rung.
+    """The Hopper kernel of the wgmma rungs (see ``hopper/``), one knob per rung.
 
     A block computes ``bm x bn`` of C in K slices of 64 16-bit elements (128 bytes: one
     128B-swizzled TMA row). ``consumers`` warpgroups issue wgmma, each owning ``bm / consumers``
@@ -262,9 +262,9 @@ class WgmmaConfig:
     scale_lead: int = 1             # fp8 block-wise scales: loaded this many K slices before their add
                                     # (split-K kernels: one)
     epi_boxes: int = 2              # 8 KiB output boxes per consumer in that ring (2: double buffer;
-                                    # 0: in a staged 16-bit epilogue array's slots, ``hopper._stager``)
+                                    # 0: in a staged 16-bit epilogue array's slots, ``hopper.staging._stager``)
     epi_source: int = 0             # bytes per consumer for an epilogue array staged in shared memory
-                                    # (``hopper._stager``; 0: none)
+                                    # (``hopper.staging._stager``; 0: none)
     epi_lead: int = 8               # ... whose reads start this many K slices before a tile's end
     epi_held: int = 0               # ... and registers a consumer thread holds its later boxes in,
                                     # read with the first ones (0: copied into the slots as they free)
