@@ -1,4 +1,4 @@
-"""Swapped decode launches (C^T = B^T A^T on 64 x bn tiles, ``hopper.SWAP``) for compute-sanitizer:
+"""Swapped decode launches (C^T = B^T A^T on 64 x bn tiles, ``hopper.Policy.swap``) for compute-sanitizer:
 each narrow tile, whole and split along K, a linear layer's weight (B k-major) and a row-major B,
 ragged N, a bias and an activation; each checked against float64.
 

@@ -1,4 +1,4 @@
-"""Tail-split launches for compute-sanitizer: the last round's tiles split 3 ways (``hopper.TAIL``
+"""Tail-split launches for compute-sanitizer: the last round's tiles split 3 ways (``hopper.Policy.tail``
 forced) on 128x256 and 128x192 tiles, whole tiles stored by TMA and from registers (a column-major
 C), ragged edges, an epilogue; each checked against float64.
 
@@ -12,9 +12,9 @@ import torch
 import numba_tc
 from numba_tc import hopper
 
-hopper.TAIL = 3
+hopper.set_policy(tail=3)
 for tiles, (m, n, k) in (((128, 256), (2096, 2096, 208)), ((128, 192), (2064, 2064, 144))):
-    hopper.TAIL_TILES = (tiles,)
+    hopper.cost.TAIL_TILES = (tiles,)
     v = replace(numba_tc.get_variant("hopper"), name=f"tail_check_{tiles[1]}")
     for col_major_c in (False, True):
         a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)

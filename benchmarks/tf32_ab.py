@@ -1,6 +1,6 @@
 """float32 inputs as tf32, NN (B n-major, which wgmma cannot read): ``hopper`` as ``auto`` runs it
 (B copied k-major into each stage by the producer's cp.async, or a transposing pass over B
-before the kernel, as the cost model picks), always the pass (``hopper.ASYNC_B = False``), always
+before the kernel, as the cost model picks), always the pass (``hopper.set_policy(async_b=False)``), always
 the producer's copy on its 256x128 tile, fixed tiles (``--tiles``: the producer's copy where their
 configuration is ``staged``, else the pass), and ``--mma`` ``mma_tuned`` (mma.sync reads every
 layout as it lies), against cuBLAS TF32,
@@ -52,12 +52,9 @@ def main():
         fns, names = [], []
         for name, (v, async_b) in cands.items():
             out = torch.full((m, n), float("nan"), device="cuda")
-            hopper.ASYNC_B = async_b               # read when the call is planned (its first)
-            try:
+            with hopper.using(async_b=async_b):     # read when the call is planned (its first)
                 numba_tc.gemm(a, b, v, out=out, allow_tf32=True)
                 plan = numba_tc.explain(a, b, v, allow_tf32=True)
-            finally:
-                hopper.ASYNC_B = True
             err = float((out.double() - ref).norm() / ref.norm())
             assert err < 1e-3, (s, name, err)
             names.append(f"{name} [{plan}]")
