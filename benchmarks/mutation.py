@@ -142,7 +142,7 @@ MUTANTS = [
       ["tests/test_gpu_splitk.py"], extra=["-k", "slow_rows"]),
     M("block-wise scales two slices ahead applied a slice late", "gpu",
       "numba_tc/hopper/promotion.py",
-      [("        return s1, ph1, later if LEAD == 2 else nxt, nxt\n", "        return s1, ph1, nxt, later\n")],
+      [("        return pos1, later if LEAD == 2 else nxt, nxt\n", "        return pos1, nxt, later\n")],
       ["tests/test_gpu_fp8.py"], extra=["-k", "block"]),
     M("skip one mbarrier wait (consumer, full barrier)", "gpu",
       "numba_tc/hopper/mma.py",
@@ -150,7 +150,7 @@ MUTANTS = [
       ["tests/test_gpu_races.py"], extra=["-k", "hopper and wgmma_ws and 2056"]),
     M("producer overwrites a stage before it is released (empty wait dropped)", "gpu",
       "numba_tc/hopper/producer.py",
-      [("                mbar_wait(bars + 8 * (S + s), ph ^ 1)\n", "")],
+      [("                mbar_wait(empty(ring, s), ph ^ 1)\n", "")],
       ["tests/test_gpu_races.py"], extra=["-k", "hopper and wgmma_persistent and 2056"]),
     # (Not listed: "drop the fence before wgmma". ptxas puts the same WARPGROUP.ARRIVE before the
     # HGMMAs with or without wgmma.fence (SASS read in session 12): an equivalent mutant, which no

@@ -82,11 +82,14 @@ def canonical(key) -> str:
 
 
 def _features(name: str):
-    """What a subset must cover, of one kernel: its factory, each argument's value, and each of
-    its configuration's fields' values."""
+    """What a subset must cover, of one kernel: its factory, each argument's value, each of its
+    configuration's fields' values, and each configuration with each output type and epilogue
+    (a configuration's promotion and staging differ by them)."""
     head, _, rest = name.partition("(")
     fields = _call_fields("K(" + rest) or {}
     out = {("factory", head)}
+    if "cfg" in fields:
+        out |= {("cfg+" + k, fields["cfg"], fields[k]) for k in ("out_dtype", "epi") if k in fields}
     for k, v in fields.items():
         sub = _call_fields(v)
         if sub is not None:

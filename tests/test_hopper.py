@@ -324,3 +324,79 @@ def test_ping_pong_configuration_rules():
             pp.replace(**bad)
     with pytest.raises(ConfigError, match="accumulators per thread"):
         pp.replace(bn=256)                                  # 128 x 256 in one warpgroup: 256 registers
+
+
+def test_the_hopper_package_keeps_its_shape():
+    """numba_tc/hopper/: one job a module (none over 700 lines), functions of at most 80 lines and
+    at most two of more than 12 parameters (a kernel's entry takes the launch's), no import circle
+    among its modules (deferred imports too), and only its device modules in the cubin key."""
+    import ast
+    import os
+    from numba_tc import build
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "numba_tc", "hopper")
+    mods = {f[:-3]: ast.parse(open(os.path.join(here, f)).read()) for f in os.listdir(here) if f.endswith(".py")}
+    many, edges = [], {m: set() for m in mods}
+    for name, tree in mods.items():
+        assert open(os.path.join(here, name + ".py")).read().count("\n") <= 700, name
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef):
+                assert node.end_lineno - node.lineno < 80, f"{name}.{node.name}: over 80 lines"
+                a = node.args
+                if len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs) > 12:
+                    many.append(f"{name}.{node.name}")
+            elif isinstance(node, ast.ImportFrom) and node.level == 1:
+                edges[name] |= {node.module} if node.module else {a.name for a in node.names}
+    assert len(many) <= 2, many
+    seen, done = [], set()
+
+    def visit(m):                       # depth first: a module met again on the path is a circle
+        assert m not in seen, f"import circle: {' -> '.join(seen[seen.index(m):] + [m])}"
+        if m in done or m not in mods:
+            return
+        seen.append(m)
+        for n in edges[m] - {"__init__"}:
+            visit(n)
+        seen.pop()
+        done.add(m)
+    for m in mods:
+        visit(m)
+    device = {m.split("/")[1] for m in build.KERNEL_MODULES if m.startswith("hopper/")}
+    assert device == {"spec", "pipeline", "scheduler", "mma", "producer", "mainloop", "promotion", "staging", "store",
+                      "kernel"}
+    assert not any(edges[m] - device for m in device), {m: edges[m] - device for m in device}
+
+
+def test_the_planner_switches_are_one_policy():
+    from numba_tc import hopper
+    assert hopper.current() == hopper.Policy() and hopper.Policy().key == hopper.Policy().key
+    with hopper.using(tail=3, swap=False) as p:
+        assert hopper.current() is p and (p.tail, p.swap) == (3, False) and p.key != hopper.Policy().key
+    assert hopper.current() == hopper.Policy()
+    for bad, words in ((dict(tail=1), "tail=1"), (dict(slow_rows_copy="c"), "'a' or 'b'"), (dict(staged=None), "staged")):
+        with pytest.raises(ValueError, match=words):
+            hopper.Policy(**bad)
+    with pytest.raises(AttributeError, match="set_policy"):
+        hopper.TAIL = 3                 # an old switch: it would reach no planner
+    with pytest.raises(AttributeError, match="home module"):
+        hopper.TIE = 0.5
+
+
+def test_the_cost_model_knows_gpus_by_name_or_properties():
+    from numba_tc.hopper import cost
+    assert cost.gpu_named("NVIDIA H100 80GB HBM3", 132) is cost.H100
+    assert cost.gpu_named("NVIDIA H200", 132) is cost.H200
+    assert cost.H200.hbm_bytes_s > cost.H100.hbm_bytes_s and cost.H100.peak_per_sm == 790e12 / 132
+    half = cost.gpu_named("NVIDIA H200", 66)                   # a MIG slice: its share of the peak
+    assert half.sms == 66 and half.peak_per_sm == cost.H200.peak_per_sm
+    props = dict(CLOCK_RATE=1755000, MEMORY_CLOCK_RATE=1593000, GLOBAL_MEMORY_BUS_WIDTH=5120,
+                 MAX_SHARED_MEMORY_PER_MULTIPROCESSOR=233472, L2_CACHE_SIZE=52428800)
+    pcie = cost.gpu_named("NVIDIA H100 PCIe", 114, lambda: props)
+    assert pcie.sms == 114 and pcie.hbm_datasheet == 2 * 1593e6 * 640
+    assert pcie.hbm_bytes_s == pytest.approx(cost.COPY_SHARE * pcie.hbm_datasheet)
+    assert pcie.peak_flops == pytest.approx(cost.PEAK_SHARE * 4096 * 1.755e9 * 114)
+    with pytest.raises(ValueError, match="properties"):
+        cost.gpu_named("NVIDIA H100 PCIe", 114)
+    # the model's choice moves with the GPU: the H200's bandwidth makes memory-bound shapes cheaper
+    from numba_tc import hopper
+    cfg = cost.pick_config(hopper.RUNG7_CONFIGS, 64, 8192, 8192, False, cost.H100)[0]
+    assert cost.estimate(cfg, 64, 8192, 8192, 1, cost.H200) < cost.estimate(cfg, 64, 8192, 8192, 1, cost.H100)

@@ -87,8 +87,16 @@ from .staging import staged_bytes
 from .tiles import (ASYNC_CONFIGS, FP8_CONFIGS, NARROW_N, RUNG1, RUNG2, RUNG3, RUNG4, RUNG5, RUNG6, RUNG7,
                     RUNG7_CONFIGS, SHORT_K, SWAP_CONFIGS)
 
-__all__ = ["RUNGS", "wgmma_kernel", "KernelSpec", "PARAMS", "WGMMA_TYPE", "variant_from", "Policy", "set_policy",
-           "using", "current", "Gpu", "gpu_of"]
+__all__ = ["RUNGS", "wgmma_kernel", "KernelSpec", "PARAMS", "WGMMA_TYPE", "KMAJOR_ONLY", "variant_from",
+           # the planner's switches and the cost model
+           "Policy", "DEFAULT", "current", "set_policy", "using", "Gpu", "GPUS", "H100", "H200", "gpu_of", "gpu_named",
+           "estimate", "pick_config", "split_counts", "split_units", "swap_splits", "TAIL_TILES", "TIE",
+           # the planner's parts others read
+           "operand_maps", "output_map", "work_plan", "scaled_pool", "typed_pool", "staged_config", "staged_bytes",
+           "held_registers", "promoted_turn", "STAGED_MIN", "STAGED_LEAD", "STAGED_HOLD", "HELD_LEAD",
+           # the configurations
+           "RUNG1", "RUNG2", "RUNG3", "RUNG4", "RUNG5", "RUNG6", "RUNG7", "RUNG7_CONFIGS", "SWAP_CONFIGS", "SHORT_K",
+           "NARROW_N", "FP8_CONFIGS", "ASYNC_CONFIGS"]
 
 # the planner's switches were module attributes: a script that still assigns one learns where it went
 _SWITCHES = {"ASYNC_B": "async_b", "REGS_A": "regs_a", "SLOW_ROWS_COPY": "slow_rows_copy", "TAIL": "tail",

@@ -8,6 +8,7 @@ from functools import lru_cache
 from numba import cuda, float32, uint32
 
 from .. import layout
+from ..config import WgmmaConfig
 from ..epilogue import PLAIN
 from ..epilogue import make as make_epilogue
 from ..fragments import OUT_CONVERT, make_store_out
@@ -18,13 +19,13 @@ from ..primitives import (cluster_sync, grid_dep_wait, named_barrier, named_barr
 from ..schedule import tile_origin
 from .mainloop import make_mainloop
 from .mma import _regs_a, make_slice_group, make_slice_mma
-from .pipeline import _advancer, _skipper, make_init_ring
+from .pipeline import Ring, RingPos, make_init_ring, make_ring
 from .producer import _b_source, make_finish_stage, make_load_stage, make_producer
 from .promotion import _promoted_mainloop
 from .scheduler import make_scheduler
 from .spec import KernelSpec
 from .staging import _kernel_stager
-from .store import make_epilogue_part
+from .store import Output, make_epilogue_part
 
 
 # Kernel parameters: tensor maps of A, B and C (by value); C's address; M, N, K; ldc; K slices per
@@ -39,69 +40,70 @@ TURN_BAR = 4             # ping-pong: consumer wg's mainloop waits at TURN_BAR +
 
 
 @lru_cache(maxsize=None)
-def make_consumer(walk_unit, mainloop, store, drain, NACC, WG_M, PLANE, TRANS=False, part=None, BM=0, BN=0, CL=1,
-                  S=1, PING=False):
-    """A consumer warpgroup: ``consumer(acc, pacc, C, tmc, sbase, ebase, bars, w, ldc, M, N, wg,
-    tid, ep, P)``: for each unit of walk ``w``, the mainloop, then the epilogue (``store``, then
-    ``drain`` once at the end). A split-K unit writes its partial sum to plane s of C, PLANE
-    bytes per element of M x ldc (N x ldc where the kernel's product is C's transpose, TRANS;
-    ``fixup`` adds the planes); a batched one, to matrix s. With ``part`` (a tail-split kernel,
-    ``make_scheduler``'s TAIL), a split unit (s >= 0) writes its partial sum with ``part``
-    (``fragments.make_store_out``, fp32) to block s at P, CL * BM x BN floats of its cluster's
-    tiles (``fixup.tail_fixup_kernel`` adds them); a whole tile goes to C by ``store``. With
-    PING (``WgmmaConfig.pingpong``), consumer wg takes units wg, wg + 2, ... of the walk, each a
-    whole tile, and passes over the other's slices in the ring (of S stages); its mainloop runs
+def make_consumer(walk_unit, mainloop, store, drain, cfg: WgmmaConfig, PLANE, TRANS=False, part=None):
+    """A consumer warpgroup of ``cfg``: ``consumer(acc, pacc, C, out, ring, ebase, w, wg, tid, ep,
+    P)``: for each unit of walk ``w``, the mainloop over ``ring``, then the epilogue (``store`` to
+    C, ``out`` its ``store.Output``; then ``drain`` once at the end). A split-K unit writes its
+    partial sum to plane s of C, PLANE bytes per element of M x ldc (N x ldc where the kernel's
+    product is C's transpose, TRANS; ``fixup`` adds the planes); a batched one, to matrix s. With
+    ``part`` (a tail-split kernel, ``make_scheduler``'s TAIL), a split unit (s >= 0) writes its
+    partial sum with ``part`` (``fragments.make_store_out``, fp32) to block s at P, CL * BM x BN
+    floats of its cluster's tiles (``fixup.tail_fixup_kernel`` adds them); a whole tile goes to C
+    by ``store``. With PING (``WgmmaConfig.pingpong``), consumer wg takes units wg, wg + 2, ... of
+    the walk, each a whole tile, and passes over the other's slices in the ring; its mainloop runs
     while the other's epilogue does. The mainloops take turns (CUTLASS's ordered math barrier):
     one starts once the other's, of the unit before, has waited on all its stages, so that a
     stage's full barrier is never waited on two phases ahead (a parity wait could not tell)."""
-    skip = _skipper(S)
+    NACC, WG_M, BM, BN, CL, PING = cfg.acc_regs, cfg.wg_m, cfg.bm, cfg.bn, cfg.cluster, cfg.pingpong
+    skip = make_ring(cfg.stages).skip
 
     @device
-    def consumer(acc, pacc, C, tmc, sbase, ebase, bars, w, ldc, M, N, wg, tid, ep, P):
+    def consumer(acc, pacc, C, out, ring, ebase, w, wg, tid, ep, P):
         tw = tid & 127
         lane = tid & 31
         a_row0 = 0 if PING else wg * WG_M                 # this consumer's rows of the A tile
         m_warp = a_row0 + 16 * ((tid >> 5) & 3)           # and this warp's rows of C
-        s = 0
-        ph = 0
+        s = 0                       # the ring position, carried as two integers across the units (a
+        ph = 0                      # RingPos carried there compiles to other, equivalent SASS)
         nbox = 0
-        first, stride = w[0], w[1]
+        first, stride = w.first, w.stride
         if PING:
-            first, stride = w[0] + wg * w[1], 2 * w[1]
-            if wg == 1 and w[0] < w[2]:
-                s, ph = skip(s, ph, walk_unit(w, w[0])[4])
-        for u in range(first, w[2], stride):
+            first, stride = w.first + wg * w.stride, 2 * w.stride
+            if wg == 1 and w.first < w.units:
+                s, ph = skip(RingPos(s, ph), walk_unit(w, w.first).kslices)
+        for u in range(first, w.units, stride):
             bm0, bn0, sp, k0, kn = walk_unit(w, u)
             for i in range(NACC):
                 acc[i] = float32(0)
-            if PING and u > w[0]:
+            if PING and u > w.first:
                 named_barrier(TURN_BAR + wg, 256)                 # the other's turn is over
-            s, ph = mainloop(pacc, sbase, bars, s, ph, kn, a_row0, lane, k0, bm0 + m_warp, bn0, ep)
-            if PING and u + w[1] < w[2]:
+            s, ph = mainloop(pacc, ring, RingPos(s, ph), kn, a_row0, lane, k0, bm0 + m_warp, bn0, ep)
+            if PING and u + w.stride < w.units:
                 named_barrier_arrive(TURN_BAR + 1 - wg, 256)      # the other's turn
             if part is None:
-                nbox = store(acc, C + sp * ((N if TRANS else M) * ldc * PLANE), tmc, ebase, nbox, bm0 + m_warp, bn0,
-                             ldc, M, N, wg, tw, lane, ep, sp)
+                nbox = store(acc, C + sp * ((out.n if TRANS else out.m) * out.ldc * PLANE), out, ebase, nbox,
+                             bm0 + m_warp, bn0, wg, tw, lane, ep, sp)
             elif sp < 0:
-                nbox = store(acc, C, tmc, ebase, nbox, bm0 + m_warp, bn0, ldc, M, N, wg, tw, lane, ep, 0)
+                nbox = store(acc, C, out, ebase, nbox, bm0 + m_warp, bn0, wg, tw, lane, ep, 0)
             else:
-                part(P + sp * (CL * BM * BN * 4), BN, CL * BM, BN, acc, w[6] * BM + m_warp, 0, lane, ep)
-            if PING and u + w[1] < w[2]:
-                s, ph = skip(s, ph, walk_unit(w, u + w[1])[4])
+                part(P + sp * (CL * BM * BN * 4), BN, CL * BM, BN, acc, w.rank * BM + m_warp, 0, lane, ep)
+            if PING and u + w.stride < w.units:
+                s, ph = skip(RingPos(s, ph), walk_unit(w, u + w.stride).kslices)
         drain(tw)
     return consumer
 
 
 @lru_cache(maxsize=None)
 def make_one_tile(produce, consume, store, BM, BN, BK, GROUP, WG_M, NACC, S, STAGE):
-    """Rungs 1-2, before warp specialization: ``one_tile(acc, pacc, C, tma_a, tma_b, sbase, bars,
-    grid_m, grid_n, ktiles, ldc, M, N, tid, ep)``: every warpgroup consumes one tile, thread 0
-    keeps the ring full (``produce``), and the block synchronises once per K slice; ``store``: a
-    register epilogue (``make_epilogue_part`` without TMA_C)."""
-    advance = _advancer(S)
+    """Rungs 1-2, before warp specialization: ``one_tile(acc, pacc, C, out, tma_a, tma_b, ring,
+    grid_m, grid_n, ktiles, tid, ep)``: every warpgroup consumes one tile, thread 0 keeps the ring
+    full (``produce``), and the block synchronises once per K slice; ``store``: a register
+    epilogue (``make_epilogue_part`` without TMA_C)."""
+    ops = make_ring(S, STAGE)
+    stage_at, full, advance = ops.stage, ops.full, ops.advance
 
     @device
-    def one_tile(acc, pacc, C, tma_a, tma_b, sbase, bars, grid_m, grid_n, ktiles, ldc, M, N, tid, ep):
+    def one_tile(acc, pacc, C, out, tma_a, tma_b, ring, grid_m, grid_n, ktiles, tid, ep):
         bm0, bn0 = tile_origin(cuda.blockIdx.x, grid_m, grid_n, GROUP, BM, BN)
         a_row0 = (tid >> 7) * WG_M
         for i in range(NACC):
@@ -109,17 +111,17 @@ def make_one_tile(produce, consume, store, BM, BN, BK, GROUP, WG_M, NACC, S, STA
         if tid == 0:
             for s in range(S):
                 if s < ktiles:
-                    produce(tma_a, tma_b, sbase + s * STAGE, bars + 8 * s, bm0, bn0, s * BK, 0, 0, 0)
-        s = 0
-        ph = 0
+                    produce(tma_a, tma_b, stage_at(ring, s), full(ring, s), bm0, bn0, s * BK, 0, 0, 0)
+        pos = RingPos(0, 0)
         for t in range(ktiles):
-            consume(pacc, sbase + s * STAGE, bars + 8 * s, ph, a_row0)
+            consume(pacc, stage_at(ring, pos.stage), full(ring, pos.stage), pos.phase, a_row0)
             wgmma_wait(0)
             cuda.syncthreads()                        # every warpgroup is done with stage s
             if tid == 0 and t + S < ktiles:
-                produce(tma_a, tma_b, sbase + s * STAGE, bars + 8 * s, bm0, bn0, (t + S) * BK, 0, 0, 0)
-            s, ph = advance(s, ph)
-        store(acc, C, 0, 0, 0, bm0 + a_row0 + 16 * ((tid >> 5) & 3), bn0, ldc, M, N, 0, tid & 127, tid & 31, ep, 0)
+                produce(tma_a, tma_b, stage_at(ring, pos.stage), full(ring, pos.stage), bm0, bn0, (t + S) * BK, 0,
+                        0, 0)
+            pos = advance(pos)
+        store(acc, C, out, 0, 0, bm0 + a_row0 + 16 * ((tid >> 5) & 3), bn0, 0, tid & 127, tid & 31, ep, 0)
     return one_tile
 
 
@@ -130,7 +132,7 @@ def _consumer_parts(spec: KernelSpec, walk_unit, consume):
     MI, BN, S, STAGE, NACC = cfg.wg_m // 64, cfg.bn, cfg.stages, cfg.stage_bytes, cfg.acc_regs
     stager = _kernel_stager(cfg, epi, out_dtype, spec.whole_tiles)
     store, drain = make_epilogue_part(MI, BN, out_dtype, spec.vc, spec.box_store, cfg.epi_boxes, epi, spec.batch,
-                                      spec.trans_c, cfg.epi_source, stager)
+                                      spec.trans_c, cfg.smem.per_consumer, stager)
     if cfg.promote:
         issue = make_slice_group(spec.dtype, spec.a_kmajor, spec.b_kmajor, MI, cfg.promote_n, spec.a_bytes,
                                  spec.dtype_b, NACC)
@@ -141,8 +143,7 @@ def _consumer_parts(spec: KernelSpec, walk_unit, consume):
                                  stager and stager[0], cfg.epi_lead, cfg.epi_spread)
     part = make_store_out(MI * (BN // 8), BN // 8, 64, 4, OUT_CONVERT["float32"], True, 8, make_epilogue(PLAIN)) \
         if spec.tail else None
-    return make_consumer(walk_unit, mainloop, store, drain, NACC, cfg.wg_m, layout.ITEMSIZE[out_dtype],
-                         spec.trans_c, part, cfg.bm, BN, cfg.cluster, S, cfg.pingpong)
+    return make_consumer(walk_unit, mainloop, store, drain, cfg, layout.ITEMSIZE[out_dtype], spec.trans_c, part)
 
 
 def _one_tile_part(spec: KernelSpec, consume):
@@ -165,7 +166,8 @@ def wgmma_kernel(spec: KernelSpec):
     BM, BN, S, CONS, CL = cfg.bm, cfg.bn, cfg.stages, cfg.consumers, cfg.cluster
     BK = spec.bk
     PRODUCER, (REG_P, REG_C) = cfg.producer, cfg.regs
-    LOCAL, STAGE, EPI_BYTES = cfg.local_regs, cfg.stage_bytes, cfg.epilogue_bytes
+    LOCAL, STAGE = cfg.local_regs, cfg.stage_bytes
+    EPI_AT, BARS_AT = cfg.smem.epilogue, cfg.smem.barriers      # (config.SmemLayout)
     # empty: lane 0 of every warp of the cluster's consumers of a stage (ping-pong: one warpgroup's)
     init_ring = make_init_ring(S, (1 if cfg.pingpong else CONS) * 4 * CL, CL, async_b)
     consume = make_slice_mma(spec.dtype, spec.a_kmajor, spec.b_kmajor, cfg.wg_m // 64, BN, spec.a_bytes, spec.dtype_b)
@@ -180,10 +182,12 @@ def wgmma_kernel(spec: KernelSpec):
     def wgmma_gemm(TMA_A, TMA_B, TMC, C, M, N, K, ldc, kper, batches, bmask, PB, LDB, P, WHOLE, ep):
         smem = cuda.shared.array(0, uint32)
         sbase = layout.align_up(smem_addr(ptr(smem)), layout.SWIZZLE_ALIGN)
-        ebase = sbase + S * STAGE                         # output boxes (tma_store)
-        bars = ebase + EPI_BYTES                          # the ring's mbarriers
+        ebase = sbase + EPI_AT                            # output boxes (tma_store)
+        bars = sbase + BARS_AT                            # the ring's mbarriers
         tid = cuda.threadIdx.x
         wg = tid >> 7
+        ring = Ring(sbase, bars)
+        out = Output(TMC, ldc, M, N)
         init_ring(bars, TMA_A, TMA_B)
         grid_m = (M + BM - 1) // BM
         grid_n = (N + BN - 1) // BN
@@ -192,7 +196,7 @@ def wgmma_kernel(spec: KernelSpec):
         pacc = ptr(acc)
         if not PRODUCER:
             grid_dep_wait()                               # a copy before it done (launched as its dependent)
-            one_tile(acc, pacc, C, TMA_A, TMA_B, sbase, bars, grid_m, grid_n, ktiles, ldc, M, N, tid, ep)
+            one_tile(acc, pacc, C, out, TMA_A, TMA_B, ring, grid_m, grid_n, ktiles, tid, ep)
             return
         w = walk(grid_m, grid_n, ktiles, kper, batches, WHOLE)
         if wg == CONS:                                    # warpgroup CONS produces (one thread) ...
@@ -200,11 +204,11 @@ def wgmma_kernel(spec: KernelSpec):
                 setmaxnreg_dec(REG_P)
             if async_b or tid == CONS * 128:               # (all of it with async_b)
                 grid_dep_wait()                           # a copy before it done (launched as its dependent)
-                producer(TMA_A, b_source(TMA_B, PB, LDB, N, K), sbase, bars, w, bmask)
+                producer(TMA_A, b_source(TMA_B, PB, LDB, N, K), ring, w, bmask)
         else:                                             # ... warpgroups 0..CONS-1 consume
             if REG_C > 0:
                 setmaxnreg_inc(REG_C)
-            consumer(acc, pacc, C, TMC, sbase, ebase, bars, w, ldc, M, N, wg, tid, ep, P)
+            consumer(acc, pacc, C, out, ring, ebase, w, wg, tid, ep, P)
         if CL > 1:
             cluster_sync()          # no CTA leaves while a peer may still multicast into it
 

@@ -5,37 +5,65 @@ consumers release the stage on it). A ring position is a stage and the phase par
 are waited on with; ``make_ring`` has the arithmetic of moving along it, in one place."""
 from __future__ import annotations
 
+from collections import namedtuple
 from functools import lru_cache
 
-from numba import cuda
+from numba import cuda, int64
 
 from ..jit import device
-from ..primitives import (cluster_sync, mbar_arrive, mbar_arrive_cluster, mbar_fence_init, mbar_init,
+from ..primitives import (cluster_sync, mbar_arrive, mbar_arrive_cluster, mbar_fence_init, mbar_init, mbar_wait,
                           tma_prefetch_map)
 
 ASYNC_THREADS = 128      # the producer warpgroup: all of it copies an operand by cp.async
 
 
-@lru_cache(maxsize=None)
-def _advancer(S):
-    """``advance(s, ph)``: the next ring stage and the barrier phase parity that goes with it."""
-    @device
-    def advance(s, ph):
-        if s == S - 1:
-            return 0, ph ^ 1
-        return s + 1, ph
-    return advance
+# A position in the ring: a stage and the phase parity its barriers are waited on with.
+RingPos = namedtuple("RingPos", ("stage", "phase"))
+# The ring in shared memory: its stages from ``base``, its mbarriers from ``bars``.
+Ring = namedtuple("Ring", ("base", "bars"))
+# ``make_ring``'s device functions.
+RingOps = namedtuple("RingOps", ("stage", "full", "empty", "advance", "wait_ahead", "skip"))
 
 
 @lru_cache(maxsize=None)
-def _skipper(S):
-    """``skip(s, ph, n)``: the ring position n stages after (s, ph), the other consumer's tile's
-    slices passed over (``make_consumer``'s PING)."""
+def make_ring(S, STAGE=0):
+    """The arithmetic of a ring of S stages of STAGE bytes, in one place: ``stage(ring, s)``,
+    stage s's shared address; ``full(ring, s)`` and ``empty(ring, s)``, its barriers;
+    ``advance(pos)``, the next position; ``wait_ahead(ring, pos, j)``, wait until the stage j
+    after ``pos`` is full (j < S: the phase turns at most once) and return it; ``skip(pos, n)``,
+    the position n stages on, for any n (the other consumer's slices passed over,
+    ``kernel.make_consumer``'s PING). Loops carry a position as two integers and make a
+    ``RingPos`` for each call: a ``RingPos`` carried across a loop compiles to other, equivalent
+    SASS, and the kernels are kept as they were (``benchmarks/sass_identity.py``)."""
     @device
-    def skip(s, ph, n):
-        t = s + n
-        return t % S, ph ^ ((t // S) & 1)
-    return skip
+    def stage(ring, s):
+        return ring.base + s * STAGE
+
+    @device
+    def full(ring, s):
+        return ring.bars + 8 * s
+
+    @device
+    def empty(ring, s):
+        return ring.bars + 8 * (S + s)
+
+    @device
+    def advance(pos):
+        if pos.stage == S - 1:
+            return RingPos(0, pos.phase ^ 1)
+        return RingPos(pos.stage + 1, int64(pos.phase))
+
+    @device
+    def wait_ahead(ring, pos, j):
+        i = pos.stage + j - (S if pos.stage + j >= S else 0)
+        mbar_wait(full(ring, i), pos.phase ^ (1 if pos.stage + j >= S else 0))
+        return i
+
+    @device
+    def skip(pos, n):
+        t = pos.stage + n
+        return RingPos(t % S, pos.phase ^ ((t // S) & 1))
+    return RingOps(stage, full, empty, advance, wait_ahead, skip)
 
 
 @lru_cache(maxsize=None)

@@ -56,7 +56,8 @@ def staged_config(cfg: WgmmaConfig, epi, out_dtype: str, policy: Policy = DEFAUL
     array takes a slot for every box where that leaves the stages, copied over the tile's last
     ``HELD_LEAD`` slices. Of a float32 one the slots take two boxes; where the rest fits registers
     (``held_registers``), they hold it, loaded with the slots' copies over those slices."""
-    if not policy.staged or epi.staged() is None or not (cfg.tma_store and cfg.persistent) or cfg.promote or cfg.pingpong:
+    if (not policy.staged or epi.staged() is None or not (cfg.tma_store and cfg.persistent) or cfg.promote
+            or cfg.pingpong):
         return cfg
     dt, nb = epi.staged_dtype(), _staged_boxes(cfg, out_dtype)
     if dt != "float32":
@@ -212,7 +213,8 @@ def _copies(rung: _Rung, ch: _Choice, kdt: str, pool, gpu: Gpu, out_bytes: int, 
     if kdt in KMAJOR_ONLY:
         return [_needs_kmajor_copy(x, i, kdt, policy) and not (i and ch.async_b) for i, x in enumerate((a, b))]
     copy = [rung.readable and bool(tma_requirements(x.ptr, x.ld, x.itemsize)) for x in (a, b)]
-    if rung.readable and (rung.forced is None or policy.slow_rows_copy) and not any(copy):  # (A/B runs: forced tiles too)
+    # (an A/B run's forced copy applies to forced tiles too)
+    if rung.readable and (rung.forced is None or policy.slow_rows_copy) and not any(copy):
         copy = _slow_rows_copy(pool, a, b, ch.m, ch.n, ch.keq, gpu, rung.split, out_bytes, policy)
     return copy
 

@@ -15,9 +15,10 @@ from ..primitives import (cp_async16, cp_async_commit, cp_async_wait, fence_prox
                           mbar_expect_tx, mbar_wait, named_barrier, sts_v4u32, tf32_rn, tma_load_2d,
                           tma_load_2d_multicast, tma_load_3d)
 from ..schedule import cdiv
-from .pipeline import ASYNC_THREADS, _advancer
+from .pipeline import ASYNC_THREADS, RingPos, make_ring
 
-ASYNC_BAR = 15           # the producer warpgroup's copies meet at this named barrier (the consumers' epilogue uses 1 + warpgroup)
+# the named barrier the producer warpgroup's copies meet at (the consumers' epilogues use 1 + warpgroup)
+ASYNC_BAR = 15
 
 
 @lru_cache(maxsize=None)
@@ -177,36 +178,38 @@ def make_load_stage(A_KM, B_KM, BM, BN, A_BYTES, LOADED, CL, BATCH=False, ASYNC_
 
 @lru_cache(maxsize=None)
 def make_producer(walk_unit, produce, S, STAGE, BK, finish=None):
-    """Producer (one thread; with ``finish``, the warpgroup): ``producer(tma_a, tma_b, sbase,
-    bars, w, bmask)``: for each unit of walk ``w`` (``walk_unit``: the scheduler's ``unit``) and
-    each of its K slices, wait until the cluster has released a stage, then TMA the slice into it
-    (``produce``: ``make_load_stage``; a batched operand's matrix is the unit's depth, a broadcast
-    one's (not in ``bmask``) 0). ``finish(tmb, stage, full, pending)``: a stage's last step (a
-    cp.async operand's: ``make_finish_stage``), taken a slice late, once the next slice's copies
-    are issued, so that they are in flight meanwhile."""
-    advance = _advancer(S)
+    """Producer (one thread; with ``finish``, the warpgroup): ``producer(tma_a, tma_b, ring, w,
+    bmask)``: for each unit of walk ``w`` (``walk_unit``: the scheduler's ``unit``) and each of
+    its K slices, wait until the cluster has released a stage of ``ring``, then TMA the slice into
+    it (``produce``: ``make_load_stage``; a batched operand's matrix is the unit's depth, a
+    broadcast one's (not in ``bmask``) 0). ``finish(tmb, stage, full, pending)``: a stage's last
+    step (a cp.async operand's: ``make_finish_stage``), taken a slice late, once the next slice's
+    copies are issued, so that they are in flight meanwhile."""
+    ops = make_ring(S, STAGE)
+    stage_at, full, empty, advance = ops.stage, ops.full, ops.empty, ops.advance
     LAG = finish is not None
     finish = finish or _no_finish
 
     @device
-    def producer(tma_a, tma_b, sbase, bars, w, bmask):
-        s = 0
-        ph = 0
-        rank = w[6]
+    def producer(tma_a, tma_b, ring, w, bmask):
+        s = 0                       # the ring position, carried as two integers across the loop (a
+        ph = 0                      # RingPos carried there compiles to other, equivalent SASS)
+        rank = w.rank
         prev = -1
-        for u in range(w[0], w[2], w[1]):
-            bm0, bn0, z, k0, kn = walk_unit(w, u)
-            for t in range(kn):
-                mbar_wait(bars + 8 * (S + s), ph ^ 1)
-                produce(tma_a, tma_b, sbase + s * STAGE, bars + 8 * s, bm0, bn0, (k0 + t) * BK, rank,
-                        z * (bmask & 1), z * ((bmask >> 1) & 1))
+        for u in range(w.first, w.units, w.stride):
+            tile = walk_unit(w, u)
+            z = tile.depth
+            for t in range(tile.kslices):
+                mbar_wait(empty(ring, s), ph ^ 1)
+                produce(tma_a, tma_b, stage_at(ring, s), full(ring, s), tile.m0, tile.n0,
+                        (tile.k0 + t) * BK, rank, z * (bmask & 1), z * ((bmask >> 1) & 1))
                 if LAG:
                     if prev >= 0:
-                        finish(tma_b, sbase + prev * STAGE, bars + 8 * prev, 1)
+                        finish(tma_b, stage_at(ring, prev), full(ring, prev), 1)
                     prev = s
-                s, ph = advance(s, ph)
+                s, ph = advance(RingPos(s, ph))
         if LAG and prev >= 0:
-            finish(tma_b, sbase + prev * STAGE, bars + 8 * prev, 0)
+            finish(tma_b, stage_at(ring, prev), full(ring, prev), 0)
     return producer
 
 

@@ -11,7 +11,7 @@ from ..intrinsics import f32_ptr
 from ..jit import device, unrolled
 from ..layout import wgmma_d_fragment
 from ..primitives import mbar_wait, wgmma_wait
-from .pipeline import _advancer, _releaser
+from .pipeline import RingPos, _releaser, make_ring
 
 
 @lru_cache(maxsize=None)
@@ -71,31 +71,18 @@ def _promoter(NACC):
 
 
 @lru_cache(maxsize=None)
-def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=1):
-    """The mainloop of fp8 with promotion: each K slice's sum goes to accumulators of its own
-    (``issue``, ``make_slice_group``'s, writes NACC // PARTS of them from NACC on, starting from
-    zero) and, once its wgmma is done, is added to the fp32 accumulators 0..NACC-1: fp8 wgmma
-    adds in fewer bits than fp32, so promoting every 128 of K keeps a long K's sum accurate. The
-    add waits for the slice's group; the other consumer's wgmma runs meanwhile. (Pipelines that
-    keep a group of the same consumer in flight during the add measured slower:
-    benchmarks/NOTES.md.) ``PARTS`` = 2 (a 256-wide tile, one m64 block):
-    the slice is issued and added in two n128 halves in turn (A read from shared memory for
-    each: loading it into registers once, for wgmma's register-A form, measured slower). With
-    block-wise scales (``BLOCK``: ``_block_scaler``'s (BN, SLOT)) the add multiplies by the
-    slice's scales, loaded ``LEAD`` slices ahead (``WgmmaConfig.scale_lead``). (Two slices an
-    add: ``make_grouped_mainloop``.)"""
-    advance = _advancer(S)
+def _finisher(CL, NACC, PARTS, BLOCK):
+    """``finish(h, pacc, sc, bn0, lane, empty)`` of ``make_promoted_mainloop``: part h's group
+    done (the stage released after the last part's), its sum added (times the scales ``sc``
+    with ``BLOCK``)."""
     release = _releaser(CL)
     P = NACC // PARTS
-    TURN = promoted_turn(BLOCK is not None, CL)
     add = _promoter(NACC)
     if BLOCK is not None:
-        load_scales, add_scaled_one = _block_scaler(*BLOCK, NACC)
-        add_scaled = unrolled(add_scaled_one, 128)
+        add_scaled = unrolled(_block_scaler(*BLOCK, NACC)[1], 128)
 
     @device
     def finish(h, pacc, sc, bn0, lane, empty):
-        """Part h's group done (the stage released after the last part's), its sum added."""
         wgmma_wait(0)
         if h == PARTS - 1 and lane == 0:
             release(empty)
@@ -103,53 +90,80 @@ def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=
             add_scaled(P, pacc, sc, bn0 & 127 if PARTS == 1 else 0, lane, h * P)   # (halves: bn0 % 256 == 0)
         else:
             add(P, pacc, h * P)
+    return finish
+
+
+@lru_cache(maxsize=None)
+def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=1):
+    """The mainloop of fp8 with promotion: each K slice's sum goes to accumulators of its own
+    (``issue``, ``make_slice_group``'s, writes NACC // PARTS of them from NACC on, starting from
+    zero) and, once its wgmma is done, is added to the fp32 accumulators 0..NACC-1: fp8 wgmma
+    adds in fewer bits than fp32, so promoting every 128 of K keeps a long K's sum accurate. The
+    add waits for the slice's group; the other consumer's wgmma runs meanwhile (one of the same
+    consumer's in flight during the add measured slower: benchmarks/NOTES.md). ``PARTS`` = 2 (a
+    256-wide tile, one m64 block): the slice is issued and added in two n128 halves in turn (A
+    read from shared memory for each: wgmma's register-A form measured slower). With block-wise
+    scales (``BLOCK``: ``_block_scaler``'s (BN, SLOT)) the add multiplies by the slice's scales,
+    loaded ``LEAD`` slices ahead (``WgmmaConfig.scale_lead``). (Two slices an add:
+    ``make_grouped_mainloop``.)"""
+    ops = make_ring(S, STAGE)
+    stage_at, full, empty, advance = ops.stage, ops.full, ops.empty, ops.advance
+    P = NACC // PARTS
+    TURN = promoted_turn(BLOCK is not None, CL)
+    finish = _finisher(CL, NACC, PARTS, BLOCK)
+    if BLOCK is not None:
+        load_scales = _block_scaler(*BLOCK, NACC)[0]
 
     @device
-    def step(pacc, sbase, bars, s, ph, t, ktiles, a_row0, lane, k0, row, bn0, ep, sc, later):
-        """Slice t; with block scales ``sc`` are its scales (``later``: the next slice's, with a
-        LEAD of 2), and those LEAD slices ahead are loaded while its wgmma runs (returned)."""
-        stage = sbase + s * STAGE
-        mbar_wait(bars + 8 * s, ph)
+    def step(pacc, ring, pos, t, ktiles, a_row0, lane, k0, row, bn0, ep, scales):
+        """Slice t; with block scales ``scales`` are its scales and (with a LEAD of 2) the next
+        slice's, and those LEAD slices ahead are loaded while its wgmma runs. Returns the next
+        ring position and scales."""
+        sc, later = scales
+        stage = stage_at(ring, pos.stage)
+        mbar_wait(full(ring, pos.stage), pos.phase)
         issue(pacc, stage, a_row0, 0, 0)
         nxt = sc
         if BLOCK is None:
-            s1, ph1 = advance(s, ph)    # (per-tensor before the add, block-wise after: each as measured;
+            pos1 = advance(pos)         # (per-tensor before the add, block-wise after: each as measured;
                                         # block-wise lost 4% with it before)
         else:
             nxt = load_scales(k0 + min(t + LEAD, ktiles - 1), row, bn0, lane, ep)
-        finish(0, pacc, sc, bn0, lane, bars + 8 * (S + s))
+        finish(0, pacc, sc, bn0, lane, empty(ring, pos.stage))
         if PARTS > 1:
             issue(pacc, stage, a_row0, 2 * P, 0)
-            finish(1, pacc, sc, bn0, lane, bars + 8 * (S + s))
+            finish(1, pacc, sc, bn0, lane, empty(ring, pos.stage))
         if BLOCK is not None:
-            s1, ph1 = advance(s, ph)
-        return s1, ph1, later if LEAD == 2 else nxt, nxt
+            pos1 = advance(pos)
+        return pos1, later if LEAD == 2 else nxt, nxt
 
     @device
-    def mainloop(pacc, sbase, bars, s, ph, ktiles, a_row0, lane, k0, row, bn0, ep):
+    def mainloop(pacc, ring, pos, ktiles, a_row0, lane, k0, row, bn0, ep):
         zero = float32(0)
         sc = later = (zero, zero, zero, zero)
         if BLOCK is not None:
             sc = later = load_scales(k0, row, bn0, lane, ep)
             if LEAD == 2:
                 later = load_scales(k0 + min(1, ktiles - 1), row, bn0, lane, ep)
+        s, ph = pos                 # (carried as integers across the loop, as ``kernel.make_consumer`` says)
         t = 0
         while t < ktiles:
-            s, ph, sc, later = step(pacc, sbase, bars, s, ph, t, ktiles, a_row0, lane, k0, row, bn0, ep, sc, later)
+            (s, ph), sc, later = step(pacc, ring, RingPos(s, ph), t, ktiles, a_row0, lane, k0, row, bn0, ep,
+                                      (sc, later))
             t += 1
             if TURN > 1 and t < ktiles:
-                s, ph, sc, later = step(pacc, sbase, bars, s, ph, t, ktiles, a_row0, lane, k0, row, bn0, ep, sc,
-                                        later)
+                (s, ph), sc, later = step(pacc, ring, RingPos(s, ph), t, ktiles, a_row0, lane, k0, row, bn0, ep,
+                                          (sc, later))
                 t += 1
             if TURN > 2 and t < ktiles:
-                s, ph, sc, later = step(pacc, sbase, bars, s, ph, t, ktiles, a_row0, lane, k0, row, bn0, ep, sc,
-                                        later)
+                (s, ph), sc, later = step(pacc, ring, RingPos(s, ph), t, ktiles, a_row0, lane, k0, row, bn0, ep,
+                                          (sc, later))
                 t += 1
                 if t < ktiles:
-                    s, ph, sc, later = step(pacc, sbase, bars, s, ph, t, ktiles, a_row0, lane, k0, row, bn0, ep,
-                                            sc, later)
+                    (s, ph), sc, later = step(pacc, ring, RingPos(s, ph), t, ktiles, a_row0, lane, k0, row, bn0, ep,
+                                              (sc, later))
                     t += 1
-        return s, ph
+        return RingPos(s, ph)
     return mainloop
 
 
@@ -161,46 +175,50 @@ def make_grouped_mainloop(issue, S, STAGE, CL, NACC, EVERY):
     group holds its stages until its add."""
     if EVERY != 2:
         raise ValueError(f"EVERY={EVERY}: the grouped loop's turn is two groups of two slices")
+    ops = make_ring(S, STAGE)
+    stage_at, empty, wait_ahead = ops.stage, ops.empty, ops.wait_ahead
     release = _releaser(CL)
     add = _promoter(NACC)
 
     @device
-    def issue_one(j, pacc, sbase, bars, s, ph, a_row0):
-        i = s + j - (S if s + j >= S else 0)
-        mbar_wait(bars + 8 * i, ph ^ (1 if s + j >= S else 0))
-        issue(pacc, sbase + i * STAGE, a_row0, 0, 0 if j == 0 else 1)
+    def issue_one(j, pacc, ring, pos, a_row0):
+        issue(pacc, stage_at(ring, wait_ahead(ring, pos, j)), a_row0, 0, 0 if j == 0 else 1)
     issue_n = unrolled(issue_one, 4)
 
     @device
-    def group(n, pacc, sbase, bars, s, ph, a_row0, lane):
-        """n slices from stage s (n a constant after inlining) summed as one group, then added."""
-        issue_n(n, pacc, sbase, bars, s, ph, a_row0)
+    def group(n, pacc, ring, pos, a_row0, lane):
+        """n slices from ``pos`` (n a constant after inlining) summed as one group, then added.
+        (The stages released and the position after are spelled out here: through the ring's
+        ``skip`` they compile to other, equivalent SASS.)"""
+        issue_n(n, pacc, ring, pos, a_row0)
         wgmma_wait(0)
         if lane == 0:
             for j in range(n):
-                release(bars + 8 * (S + (s + j) % S))
+                release(empty(ring, (pos.stage + j) % S))
         add(NACC, pacc, 0)
+        s, ph = pos
         if s + n >= S:
             return s + n - S, ph ^ 1
         return s + n, ph
 
     @device
-    def mainloop_groups(pacc, sbase, bars, s, ph, ktiles, a_row0, lane, k0, row, bn0, ep):
+    def mainloop_groups(pacc, ring, pos, ktiles, a_row0, lane, k0, row, bn0, ep):
         """Per-tensor, EVERY slices a group, in turns of 4 slices (the second consumer's first
         group a slice); the K left over, a slice a group."""
+        s, ph = pos                 # (carried as integers across the loop, as ``kernel.make_consumer`` says)
         t = 0
         if a_row0 != 0 and ktiles > 0:
-            s, ph = group(1, pacc, sbase, bars, s, ph, a_row0, lane)
+            s, ph = group(1, pacc, ring, RingPos(s, ph), a_row0, lane)
             t = 1
         while t + 4 <= ktiles:
-            s, ph = group(EVERY, pacc, sbase, bars, s, ph, a_row0, lane)
+            s, ph = group(EVERY, pacc, ring, RingPos(s, ph), a_row0, lane)
             if EVERY == 2:
-                s, ph = group(EVERY, pacc, sbase, bars, s, ph, a_row0, lane)
+                s, ph = group(EVERY, pacc, ring, RingPos(s, ph), a_row0, lane)
             t += 4
         while t < ktiles:
-            s, ph = group(1, pacc, sbase, bars, s, ph, a_row0, lane)
+            s, ph = group(1, pacc, ring, RingPos(s, ph), a_row0, lane)
             t += 1
-        return s, ph
+        return RingPos(s, ph)
     return mainloop_groups
 
 

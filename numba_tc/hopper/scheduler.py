@@ -3,6 +3,7 @@ grouped order, for whole tiles, split-K, batches and tail splits (CUTLASS's tile
 its ``WorkTileInfo``)."""
 from __future__ import annotations
 
+from collections import namedtuple
 from functools import lru_cache
 
 from numba import cuda
@@ -11,14 +12,23 @@ from ..jit import device
 from ..primitives import cluster_ctarank
 from ..schedule import tile_origin
 
+# A block's walk over the units: units first, first + stride, ... below ``units``; ``tiles`` a
+# round of units, ``kper`` K slices a split of ``ktiles``, the block's ``rank`` in its cluster,
+# the grid of tiles, and ``whole``: the units before a tail split's.
+Walk = namedtuple("Walk", ("first", "stride", "units", "tiles", "kper", "ktiles", "rank", "grid_m", "grid_n",
+                           "whole"))
+# One unit of work (CUTLASS's WorkTileInfo): its tile's origin in C, its depth (a split's plane or
+# a tail split's block, -1 for a whole tile of a tail-split kernel; a batch), its K slices
+# [k0, k0 + kslices).
+WorkTile = namedtuple("WorkTile", ("m0", "n0", "depth", "k0", "kslices"))
+
 
 @lru_cache(maxsize=None)
 def make_scheduler(BM, BN, GROUP, CL, SPLIT, BATCH=False, TAIL=False):
     """Scheduler: ``(walk, unit)``. ``walk(grid_m, grid_n, ktiles, kper, batches, whole)`` is this
-    block's walk, a tuple (first unit, stride, units, tiles, kper, ktiles, cluster rank, grid_m,
-    grid_n, whole): a persistent grid walks cluster units cid, cid + clusters, ... ``unit(w, u)``:
-    unit ``u`` -> its tile's origin, its depth ``s`` (split or batch) and its K slices [k0, k0 +
-    kn). Tiles go in grouped order (``schedule.tile_origin``); the CL blocks of a cluster take CL
+    block's ``Walk``: a persistent grid walks cluster units cid, cid + clusters, ... ``unit(w,
+    u)``: unit ``u``'s ``WorkTile``, its tile's origin, its depth ``s`` (split or batch) and its K
+    slices. Tiles go in grouped order (``schedule.tile_origin``); the CL blocks of a cluster take CL
     tiles stacked along M (the same B tile). Without SPLIT, BATCH or TAIL a unit is a whole tile.
     With SPLIT, units go split by split (s = u // tiles): blocks that run at the same time take the
     same K range of different tiles, and share its panels of A and B in L2. With BATCH, a unit is
@@ -38,11 +48,12 @@ def make_scheduler(BM, BN, GROUP, CL, SPLIT, BATCH=False, TAIL=False):
             nunits = first + (ntiles - first) * ((ktiles + kper - 1) // kper)
         if BATCH:
             nunits = ntiles * batches
-        return cid, nclusters, nunits, ntiles, kper, ktiles, rank, grid_m, grid_n, whole
+        return Walk(cid, nclusters, nunits, ntiles, kper, ktiles, rank, grid_m, grid_n, whole)
 
     @device
     def unit(w, u):
-        ntiles, kper, ktiles, rank, grid_m, grid_n, whole = w[3], w[4], w[5], w[6], w[7], w[8], w[9]
+        ntiles, kper, ktiles, rank, grid_m, grid_n, whole = w.tiles, w.kper, w.ktiles, w.rank, w.grid_m, w.grid_n, \
+            w.whole
         s = 0
         ct = u
         k0 = 0
@@ -61,5 +72,5 @@ def make_scheduler(BM, BN, GROUP, CL, SPLIT, BATCH=False, TAIL=False):
                 k0 = split * kper
                 kn = min(kper, ktiles - k0)
         cm0, bn0 = tile_origin(ct, (grid_m + CL - 1) // CL, grid_n, GROUP, CL * BM, BN)
-        return cm0 + rank * BM, bn0, s, k0, kn
+        return WorkTile(cm0 + rank * BM, bn0, s, k0, kn)
     return walk, unit

@@ -77,7 +77,8 @@ class KernelSpec:
         cfg = self.cfg
         if self.split and (self.out_dtype != "float32" or self.tma_c or self.epi not in (PLAIN, BLOCK_SCALES)
                            or not cfg.persistent):
-            return "a split-K kernel is persistent and writes plain fp32 planes from registers (block-wise scales applied)"
+            return ("a split-K kernel is persistent and writes plain fp32 planes from registers (block-wise scales "
+                    "applied)")
         if self.batch and (self.split or not (self.tma_c and cfg.tma_store) or not cfg.persistent or cfg.cluster > 1):
             return "a batched kernel is persistent, without clusters or split-K, and stores C by TMA"
         if self.async_b and (self.dtype != "tf32" or self.tb or self.batch or cfg.promote or cfg.cluster > 1
@@ -86,7 +87,8 @@ class KernelSpec:
                     "without clusters or batches")
         if self.trans_c and (self.tma_c or self.batch):
             return "C's transpose is stored from registers, without batches"
-        if self.tail and (self.split or self.batch or self.async_b or self.trans_c or cfg.promote or not cfg.persistent):
+        if self.tail and (self.split or self.batch or self.async_b or self.trans_c or cfg.promote
+                          or not cfg.persistent):
             return "a tail-split kernel is persistent, of unpromoted whole tiles stored as they lie"
         return None
 

@@ -85,42 +85,13 @@ def _source_reads(MI, BN, OUT_ITEM, SLOT_IDX, NACC, HELD, ITEM=4, NSLOT=2):
 
 
 @lru_cache(maxsize=None)
-def _stager(MI, BN, OUT_ITEM, EB, EPI_OFF, PER_CONS, WG_M, SLOT_IDX, LEAD, NACC=0, HELD=0, SOURCE=(4, 0, 2),
-            SPREAD=False):
-    """An epilogue array staged in shared memory (``Epilogue.staged``; ``WgmmaConfig.epi_source``):
-    each warp copies its 16 rows of the tile's output boxes (``_box_store``'s MI x BN // COLS) by
-    16-byte cp.async into NSLOT slots of its own after its consumer's output boxes
-    (``layout.source_offset``), box t into slot t % NSLOT, and the epilogue reads the elements
-    there instead of asking HBM for them while the tensor cores wait. ``SOURCE``: (ITEM, KIND,
-    NSLOT): the array's element bytes, its kind (float32 0, fp16 1, bf16 2: read as float32) and
-    the slots, 2 or every box. With HELD (``WgmmaConfig.epi_held``, float32), each thread also
-    loads its elements of boxes 2.. into HELD registers after its NACC accumulators (two slots
-    hold two of a 128x256 tile's four boxes). Boxes neither in a slot nor held come into the
-    slots as they free, during the epilogue (asking L2 for them ahead measured slower, by line or
-    in bulk, benchmarks/results/ab_staged_prefetch_h100.log). With EB = 0 (a slot a box, the
-    array's elements C's size) C's box t is staged where the array's box t was read, so the
-    slots are box-major (``layout.source_warp``). Returns (piece, ready, refill, read, source,
-    out_box): ``piece(k, pacc, sbase, a_row0, row, bn0, lane, ep)``: piece k of LEAD of the reads
-    (SPREAD, ``WgmmaConfig.epi_spread``: the mainloop issues piece k with the k-th of its last
-    LEAD slices; else all in piece 0, LEAD slices before the end; with EB = 0 piece 0 first waits
-    for the last tile's stores to have read the slots); ``ready(t)``: box t has arrived;
-    ``refill(t, src, row, bn0, lane, ep)``: box t read, box t + 2 into its slot; ``read(acc, src,
-    t, jj, h, lane, x)``: this lane's column pair of n8 block jj, row half h, of box t into
-    x[0..1]; ``source(buf0, tw)``: the warp's slots (``buf0``: its consumer's output boxes);
-    ``out_box(buf0, t)``: where C's box t is staged with EB = 0 (else None). ``EPI_OFF``: the
-    output boxes' offset from the ring's base, PER_CONS bytes per consumer; ``SLOT_IDX``: the
-    indices in ``ep`` of M, N, the array's address and its row stride, and the bytes of that
-    stride's unit (a user array's is in bytes, c's ldc in elements)."""
+def _slot_parts(MI, BN, OUT_ITEM, EB, NACC, HELD, SOURCE, copy):
+    """``(ready, refill, read, source, out_box)`` of ``_stager``: the reads of the elements from
+    the warp's slots (or the held registers), and the slots' refills by ``copy``."""
     ITEM, KIND, NSLOT = SOURCE
     COLS, NBOX, NB, SLOT, CH, JJ = _source_geometry(MI, BN, OUT_ITEM, ITEM)
-    NSLOT = min(NSLOT, NB)                          # (a warp's slots: its share of epi_source)
     HOLD = HELD > 0
     ALL = NSLOT >= NB                               # every box in a slot of its own: no refills
-    OUT_SLOTS = EB == 0                             # C's boxes staged in the array's slots
-    if not (ALL or NSLOT == 2) or (OUT_SLOTS and not (ALL and ITEM == OUT_ITEM)):
-        raise ValueError(f"{NSLOT} slots of {NB} boxes (2, or one a box: C's boxes staged there, EB = 0, "
-                         "where the array's elements are C's size)")
-    copy, copies_in, holds_in, CU, HU = _source_reads(MI, BN, OUT_ITEM, SLOT_IDX, NACC, HELD, ITEM, NSLOT)
 
     @device
     def source(buf0, tw):
@@ -131,23 +102,6 @@ def _stager(MI, BN, OUT_ITEM, EB, EPI_OFF, PER_CONS, WG_M, SLOT_IDX, LEAD, NACC=
         # box t of C where the array's box t was read (every lane of the consumer has: the named
         # barrier after ``apply_box(t)``)
         return buf0 + EB * layout.OUT_BOX_BYTES + layout.source_box(t, SLOT, NSLOT, NB)
-
-    @device
-    def piece(k, pacc, sbase, a_row0, row, bn0, lane, ep):
-        # (row & 63) >> 4: the warp in its consumer (tiles and consumers start on 64-row bounds)
-        src = source(sbase + EPI_OFF + (a_row0 // WG_M) * PER_CONS, (row & 63) << 1)
-        if OUT_SLOTS and k == 0:
-            # the last tile's stores of C from the slots have read them
-            if (row & 63) == 0 and lane == 0:
-                tma_store_wait_read(0)
-            named_barrier(1 + a_row0 // WG_M, 128)      # (the consumer's barrier, as its epilogue's)
-        if SPREAD:
-            copies_in(CU, k * CU // LEAD, (k + 1) * CU // LEAD, src, row, bn0, lane, ep)
-            if HOLD:
-                holds_in(HU, k * HU // LEAD, (k + 1) * HU // LEAD, pacc, row, bn0, lane, ep)
-        elif k == 0:
-            for t in range(min(NSLOT, NB)):
-                copy(t, src, row, bn0, lane, ep)
 
     @device
     def ready(t):
@@ -179,6 +133,65 @@ def _stager(MI, BN, OUT_ITEM, EB, EPI_OFF, PER_CONS, WG_M, SLOT_IDX, LEAD, NACC=
                 w = lds_u32(at)
                 x[0] = in16_f32(w, 0, KIND)
                 x[1] = in16_f32(w, 1, KIND)
+    return ready, refill, read, source, out_box
+
+
+@lru_cache(maxsize=None)
+def _stager(cfg: WgmmaConfig, OUT_ITEM, SLOT_IDX, SOURCE=(4, 0, 2)):
+    """An epilogue array staged in shared memory (``Epilogue.staged``; ``WgmmaConfig.epi_source``):
+    each warp copies its 16 rows of the tile's output boxes (``_box_store``'s MI x BN // COLS) by
+    16-byte cp.async into NSLOT slots of its own after its consumer's output boxes
+    (``layout.source_offset``), box t into slot t % NSLOT, and the epilogue reads the elements
+    there instead of asking HBM for them while the tensor cores wait. ``SOURCE``: (ITEM, KIND,
+    NSLOT): the array's element bytes, its kind (float32 0, fp16 1, bf16 2: read as float32) and
+    the slots, 2 or every box. With HELD (``WgmmaConfig.epi_held``, float32), each thread also
+    loads its elements of boxes 2.. into HELD registers after its NACC accumulators (two slots
+    hold two of a 128x256 tile's four boxes). Boxes neither in a slot nor held come into the
+    slots as they free, during the epilogue (asking L2 for them ahead measured slower, by line or
+    in bulk, benchmarks/results/ab_staged_prefetch_h100.log). With EB = 0 (a slot a box, the
+    array's elements C's size) C's box t is staged where the array's box t was read, so the
+    slots are box-major (``layout.source_warp``). Returns (piece, ready, refill, read, source,
+    out_box): ``piece(k, pacc, sbase, a_row0, row, bn0, lane, ep)``: piece k of LEAD of the reads
+    (SPREAD, ``WgmmaConfig.epi_spread``: the mainloop issues piece k with the k-th of its last
+    LEAD slices; else all in piece 0, LEAD slices before the end; with EB = 0 piece 0 first waits
+    for the last tile's stores to have read the slots); ``ready(t)``: box t has arrived;
+    ``refill(t, src, row, bn0, lane, ep)``: box t read, box t + 2 into its slot; ``read(acc, src,
+    t, jj, h, lane, x)``: this lane's column pair of n8 block jj, row half h, of box t into
+    x[0..1]; ``source(buf0, tw)``: the warp's slots (``buf0``: its consumer's output boxes);
+    ``out_box(buf0, t)``: where C's box t is staged with EB = 0 (else None). The output boxes lie
+    where ``cfg.smem`` says (``config.SmemLayout``); ``SLOT_IDX``: the
+    indices in ``ep`` of M, N, the array's address and its row stride, and the bytes of that
+    stride's unit (a user array's is in bytes, c's ldc in elements)."""
+    MI, BN, EB, WG_M, LEAD, SPREAD = cfg.wg_m // 64, cfg.bn, cfg.epi_boxes, cfg.wg_m, cfg.epi_lead, cfg.epi_spread
+    HELD, NACC = cfg.epi_held, cfg.local_regs - cfg.epi_held
+    EPI_OFF, PER_CONS = cfg.smem.epilogue, cfg.smem.per_consumer
+    ITEM, KIND, NSLOT = SOURCE
+    NB = _source_geometry(MI, BN, OUT_ITEM, ITEM)[2]
+    NSLOT = min(NSLOT, NB)                          # (a warp's slots: its share of epi_source)
+    HOLD = HELD > 0
+    OUT_SLOTS = EB == 0                             # C's boxes staged in the array's slots
+    if not (NSLOT >= NB or NSLOT == 2) or (OUT_SLOTS and not (NSLOT >= NB and ITEM == OUT_ITEM)):
+        raise ValueError(f"{NSLOT} slots of {NB} boxes (2, or one a box: C's boxes staged there, EB = 0, "
+                         "where the array's elements are C's size)")
+    copy, copies_in, holds_in, CU, HU = _source_reads(MI, BN, OUT_ITEM, SLOT_IDX, NACC, HELD, ITEM, NSLOT)
+    ready, refill, read, source, out_box = _slot_parts(MI, BN, OUT_ITEM, EB, NACC, HELD, (ITEM, KIND, NSLOT), copy)
+
+    @device
+    def piece(k, pacc, sbase, a_row0, row, bn0, lane, ep):
+        # (row & 63) >> 4: the warp in its consumer (tiles and consumers start on 64-row bounds)
+        src = source(sbase + EPI_OFF + (a_row0 // WG_M) * PER_CONS, (row & 63) << 1)
+        if OUT_SLOTS and k == 0:
+            # the last tile's stores of C from the slots have read them
+            if (row & 63) == 0 and lane == 0:
+                tma_store_wait_read(0)
+            named_barrier(1 + a_row0 // WG_M, 128)      # (the consumer's barrier, as its epilogue's)
+        if SPREAD:
+            copies_in(CU, k * CU // LEAD, (k + 1) * CU // LEAD, src, row, bn0, lane, ep)
+            if HOLD:
+                holds_in(HU, k * HU // LEAD, (k + 1) * HU // LEAD, pacc, row, bn0, lane, ep)
+        elif k == 0:
+            for t in range(min(NSLOT, NB)):
+                copy(t, src, row, bn0, lane, ep)
     return piece, ready, refill, read, source, out_box if OUT_SLOTS else None
 
 
@@ -197,12 +210,10 @@ def _kernel_stager(cfg: WgmmaConfig, epi, out_dtype: str, whole: bool):
     slots, u = epi.slots(), epi.staged()            # (c's row stride is in elements, a user array's in bytes)
     nb = _staged_boxes(cfg, out_dtype)
     nslot = nb if cfg.epi_source >= staged_bytes(cfg, out_dtype, dt, nb) else 2     # (every box, or refills)
-    return _stager(cfg.wg_m // 64, cfg.bn, layout.ITEMSIZE[out_dtype], cfg.epi_boxes, cfg.stages * cfg.stage_bytes,
-                   cfg.epi_boxes * layout.OUT_BOX_BYTES + cfg.epi_source, cfg.wg_m,
+    return _stager(cfg, layout.ITEMSIZE[out_dtype],
                    (slots.index("M"), slots.index("N"), slots.index(u),
                     slots.index("ldc" if u == "c" else f"{u}_stride0"), layout.ITEMSIZE[dt] if u == "c" else 1),
-                   cfg.epi_lead, cfg.local_regs - cfg.epi_held, cfg.epi_held,
-                   (layout.ITEMSIZE[dt], LOAD_KIND[dt], nslot), cfg.epi_spread)
+                   (layout.ITEMSIZE[dt], LOAD_KIND[dt], nslot))
 
 
 def _staged_boxes(cfg: WgmmaConfig, out_dtype: str) -> int:

@@ -2,6 +2,7 @@
 128B-swizzled shared-memory boxes and TMA stores, or straight from registers."""
 from __future__ import annotations
 
+from collections import namedtuple
 from functools import lru_cache
 
 from numba import cuda, float32
@@ -16,24 +17,22 @@ from ..primitives import (fence_proxy_async, named_barrier, sts_out2, tma_store_
                           tma_store_wait_all, tma_store_wait_read)
 
 
+# What a consumer's epilogue writes to: C's tensor map (TMA stores), its row pitch in elements,
+# and the kernel's M and N.
+Output = namedtuple("Output", ("tmc", "ldc", "m", "n"))
+
+
 @lru_cache(maxsize=None)
-def _box_store(MI, BN, OUT_ITEM, OUT_K, EB, EPI, BATCH=False, STAGER=None):
-    """``store_box(t, acc, tmc, buf0, nbox, row0, col0, tw, lane, bar, ep, z, erow0)``: output box
-    t of MI x NBOX of a warpgroup (m64 block t // NBOX, 128-byte column block t % NBOX):
-    registers -> shared box (a ring of EB from ``buf0``) -> one TMA store (into matrix z of C's
-    3-D map, with BATCH), which clips at C's edges. The epilogue on box t + 1 comes first, in the
-    same straight-line code as box t's shared-memory stores, so that its loads are in flight
-    while they go out. ``row0``: this warp's first row of C (``erow0``: the row the epilogue
-    sees, which counts across a batched product's matrices); ``bar``: the warpgroup's named
-    barrier. With ``STAGER`` (``_stager``'s), EPI takes the staged array's element, read from
-    the warp's slot."""
+def _box_parts(MI, BN, OUT_ITEM, OUT_K, EPI, STAGER=None):
+    """``(apply_box, stage_frags)`` of ``_box_store``: ``apply_box(t, acc, row0, col0, lane, ep,
+    src)``, the epilogue on output box t's fragments in registers (with ``STAGER``, EPI takes the
+    staged array's element, read from the warp's slot ``src``); ``stage_frags(n, acc, off, buf,
+    wrow, lane)``, n8 blocks of an output box into the 128B-swizzled box at ``buf``."""
     COLS = layout.ROW_BYTES // OUT_ITEM            # columns of one 128-byte output box
     NBOX = BN // COLS
-    NB = MI * NBOX
     HAS_STAGE = STAGER is not None                 # (device code reads a bool, not the tuple)
-    OUT_SLOTS = HAS_STAGE and STAGER[5] is not None
     if HAS_STAGE:
-        ready, refill, read, source, out_box = STAGER[1:]
+        ready, read = STAGER[1], STAGER[3]
 
     @device
     def staged_one(jj, acc, f0, row0, col0, lane, ep, src, t, x):
@@ -55,7 +54,6 @@ def _box_store(MI, BN, OUT_ITEM, OUT_K, EB, EPI, BATCH=False, STAGER=None):
             byte = (8 * jj + c) * OUT_ITEM
             sts_out2(buf + chunk_offset(wrow + r, byte >> 4, 8, True) + (byte & 15),
                      acc[off + 4 * jj + 2 * h], acc[off + 4 * jj + 2 * h + 1], OUT_K)
-    stage_frags = unrolled(stage_frag, 8)
 
     @device
     def apply_box(t, acc, row0, col0, lane, ep, src):
@@ -70,6 +68,28 @@ def _box_store(MI, BN, OUT_ITEM, OUT_K, EB, EPI, BATCH=False, STAGER=None):
             ready(t)
             staged_ones(COLS // 8, acc, mi * (BN // 8) + bx * (COLS // 8), row0 + 64 * mi, col0 + bx * COLS, lane, ep,
                         src, t, x)
+    return apply_box, unrolled(stage_frag, 8)
+
+
+@lru_cache(maxsize=None)
+def _box_store(MI, BN, OUT_ITEM, OUT_K, EB, EPI, BATCH=False, STAGER=None):
+    """``store_box(t, acc, tmc, buf0, nbox, row0, col0, tw, lane, bar, ep, z, erow0)``: output box t of
+    MI x NBOX of a warpgroup (m64 block t // NBOX, 128-byte column block t % NBOX): registers ->
+    shared box (a ring of EB from ``buf0``) -> one TMA store (into matrix z of C's 3-D map, with
+    BATCH), which clips at C's edges. The epilogue on box t + 1 comes first, in the same
+    straight-line code as box t's shared-memory stores, so that its loads are in flight while
+    they go out. ``row0``: this warp's first row of C (``erow0``: the row the epilogue sees,
+    which counts across a batched product's matrices); ``tw``: the thread in its warpgroup;
+    ``bar``: the warpgroup's named barrier. With ``STAGER`` (``staging._stager``'s), EPI takes
+    the staged array's element (``_box_parts``)."""
+    COLS = layout.ROW_BYTES // OUT_ITEM            # columns of one 128-byte output box
+    NBOX = BN // COLS
+    NB = MI * NBOX
+    HAS_STAGE = STAGER is not None                 # (device code reads a bool, not the tuple)
+    OUT_SLOTS = HAS_STAGE and STAGER[5] is not None
+    if HAS_STAGE:
+        refill, source, out_box = STAGER[2], STAGER[4], STAGER[5]
+    apply_box, stage_frags = _box_parts(MI, BN, OUT_ITEM, OUT_K, EPI, STAGER)
 
     @device
     def store_box(t, acc, tmc, buf0, nbox, row0, col0, tw, lane, bar, ep, z, erow0):
@@ -105,21 +125,22 @@ def _box_store(MI, BN, OUT_ITEM, OUT_K, EB, EPI, BATCH=False, STAGER=None):
 
 
 @lru_cache(maxsize=None)
-def make_epilogue_part(MI, BN, out_dtype, vc, TMA_C, EB, epi, BATCH=False, TRANS=False, SRC=0, STAGER=None):
-    """Epilogue: ``(store, drain)``. ``store(acc, C, tmc, ebase, nbox, row0, bn0, ldc, M, N, wg,
-    tw, lane, ep, z)``: a warpgroup's accumulators (MI m64 blocks of BN columns; this warp's rows
-    from ``row0``) through the epilogue function of ``epi`` (``epilogue.make``), then to C through
+def make_epilogue_part(MI, BN, out_dtype, vc, TMA_C, EB, epi, BATCH=False, TRANS=False, PER_CONS=0, STAGER=None):
+    """Epilogue: ``(store, drain)``. ``store(acc, C, out, ebase, nbox, row0, bn0, wg, tw, lane, ep, z)``:
+    a warpgroup's accumulators (MI m64 blocks of BN columns; this warp's rows
+    from ``row0``) through the epilogue function of ``epi`` (``epilogue.make``), then to C (at
+    ``C``, its ``Output`` ``out``) through
     shared memory and TMA stores (with TMA_C: a ring of EB boxes per consumer from ``ebase``,
     ``_box_store``; with BATCH into matrix z, the epilogue seeing row z * M + row) or straight
     from registers (``fragments.make_store_out``; ``vc``: C's column pairs are aligned; TRANS: the
     accumulators are of C's transpose, a swapped product's). Returns the count of boxes this
-    consumer has stored. ``drain(tw)``: the last boxes are out (before the block ends). With
-    ``STAGER`` (``_stager``'s; TMA_C), the epilogue's staged array is read from each consumer's
-    SRC bytes after its output boxes."""
+    consumer has stored. ``drain(tw)``: the last boxes are out (before the block ends). Each
+    consumer's boxes are PER_CONS bytes (``config.SmemLayout.per_consumer``) after the one's
+    before; with ``STAGER`` (``staging._stager``'s; TMA_C), the epilogue's staged array is read
+    from their end."""
     OUT_K, OUT_ITEM = OUT_CONVERT[out_dtype], layout.ITEMSIZE[out_dtype]
     NI = BN // 8
     EPI = make_epilogue(epi, STAGER is not None)
-    PER_CONS = EB * layout.OUT_BOX_BYTES + SRC
     if BATCH and not TMA_C:
         raise ValueError("a batched kernel stores C by TMA")
     if TRANS and TMA_C:
@@ -130,9 +151,9 @@ def make_epilogue_part(MI, BN, out_dtype, vc, TMA_C, EB, epi, BATCH=False, TRANS
         store_boxes, NB = _box_store(MI, BN, OUT_ITEM, OUT_K, EB, EPI, BATCH, STAGER)
 
         @device
-        def store(acc, C, tmc, ebase, nbox, row0, bn0, ldc, M, N, wg, tw, lane, ep, z):
-            store_boxes(NB, acc, tmc, ebase + wg * PER_CONS, nbox, row0, bn0, tw, lane,
-                        1 + wg, ep, z, row0 + (z * M if BATCH else 0))
+        def store(acc, C, out, ebase, nbox, row0, bn0, wg, tw, lane, ep, z):
+            store_boxes(NB, acc, out.tmc, ebase + wg * PER_CONS, nbox, row0, bn0, tw, lane,
+                        1 + wg, ep, z, row0 + (z * out.m if BATCH else 0))
             return nbox + NB
 
         @device
@@ -144,8 +165,8 @@ def make_epilogue_part(MI, BN, out_dtype, vc, TMA_C, EB, epi, BATCH=False, TRANS
     store_out = make_store_out(MI * NI, NI, 64, OUT_ITEM, OUT_K, vc, min(8, MI * NI), EPI, TRANS)
 
     @device
-    def store(acc, C, tmc, ebase, nbox, row0, bn0, ldc, M, N, wg, tw, lane, ep, z):
-        store_out(C, ldc, M, N, acc, row0, bn0, lane, ep)
+    def store(acc, C, out, ebase, nbox, row0, bn0, wg, tw, lane, ep, z):
+        store_out(C, out.ldc, out.m, out.n, acc, row0, bn0, lane, ep)
         return nbox
 
     @device
