@@ -18,9 +18,10 @@ the cost model is checked too. ``compare`` reads two records and writes every ke
     python benchmarks/sass_identity.py run --old .sass_old --new . --subset      # every rung and flag once
 
 ``--old``: the tree before, e.g. ``git archive main numba_tc | tar -x -C .sass_old`` (an ignored
-folder). Each tree is recorded in a process of its own (its ``numba_tc`` first on the path), in
-``--jobs`` compiler processes; a record is kept beside the output (``<out>.old.json``,
-``<out>.new.json``) and a kernel whose cubin key is unchanged is not compiled again.
+folder), or a record made before (``.json``). Each tree is recorded in a process of its own (its
+``numba_tc`` first on the path), in ``--jobs`` compiler processes; the records are kept in the
+``--cache`` folder (``<out's name>.old.json``, ``.new.json``), and a kernel whose cubin key is
+unchanged is not compiled again (each tree's cubins are cached there too).
 """
 from __future__ import annotations
 
@@ -346,7 +347,7 @@ def main(argv=None) -> int:
         record(args.tree, args.out, args.jobs, args.subset)
         return 0
     if args.cmd == "run":
-        stem = os.path.splitext(args.out)[0] + (".subset" if args.subset else "")
+        stem = os.path.join(args.cache, os.path.splitext(os.path.basename(args.out))[0] + ".subset" * args.subset)
         recs = []
         for which, tree in (("old", args.old), ("new", args.new)):
             path = f"{stem}.{which}.json"
