@@ -63,8 +63,8 @@ def make_consumer(walk_unit, mainloop, store, drain, cfg: WgmmaConfig, PLANE, TR
         lane = tid & 31
         a_row0 = 0 if PING else wg * WG_M                 # this consumer's rows of the A tile
         m_warp = a_row0 + 16 * ((tid >> 5) & 3)           # and this warp's rows of C
-        s = 0                       # the ring position, carried as two integers across the units (a
-        ph = 0                      # RingPos carried there compiles to other, equivalent SASS)
+        s = 0                       # the ring position as two integers across the units (``make_ring``)
+        ph = 0
         nbox = 0
         first, stride = w.first, w.stride
         if PING:
@@ -112,15 +112,15 @@ def make_one_tile(produce, consume, store, BM, BN, BK, GROUP, WG_M, NACC, S, STA
             for s in range(S):
                 if s < ktiles:
                     produce(tma_a, tma_b, stage_at(ring, s), full(ring, s), bm0, bn0, s * BK, 0, 0, 0)
-        pos = RingPos(0, 0)
+        s = 0                                         # (the ring position as two integers: ``make_ring``)
+        ph = 0
         for t in range(ktiles):
-            consume(pacc, stage_at(ring, pos.stage), full(ring, pos.stage), pos.phase, a_row0)
+            consume(pacc, stage_at(ring, s), full(ring, s), ph, a_row0)
             wgmma_wait(0)
             cuda.syncthreads()                        # every warpgroup is done with stage s
             if tid == 0 and t + S < ktiles:
-                produce(tma_a, tma_b, stage_at(ring, pos.stage), full(ring, pos.stage), bm0, bn0, (t + S) * BK, 0,
-                        0, 0)
-            pos = advance(pos)
+                produce(tma_a, tma_b, stage_at(ring, s), full(ring, s), bm0, bn0, (t + S) * BK, 0, 0, 0)
+            s, ph = advance(RingPos(s, ph))
         store(acc, C, out, 0, 0, bm0 + a_row0 + 16 * ((tid >> 5) & 3), bn0, 0, tid & 127, tid & 31, ep, 0)
     return one_tile
 

@@ -39,7 +39,7 @@ def make_mainloop(consume, S, STAGE, CL, GROUPS=1, ahead=None, LEAD=0, SPREAD=Fa
     def slices(pacc, ring, pos, prev, t0, t1, a_row0, lane, when, row, bn0, ep):
         """Slices t0..t1-1 of the tile (``prev``: the stage of the slice before t0); without
         SPREAD, slice ``when`` issues all the epilogue array's reads (``ahead``'s piece 0)."""
-        s, ph = pos                 # (carried as integers across the loop, as ``kernel.make_consumer`` says)
+        s, ph = pos                 # (the ring position as two integers across the loop: ``make_ring``)
         for t in range(t0, t1):
             consume(pacc, stage_at(ring, s), full(ring, s), ph, a_row0)
             if AHEAD and not SPREAD and t == when:

@@ -1,8 +1,9 @@
 """The ring of stages every Hopper kernel streams its K slices through, CUTLASS's pipeline state
-(``PipelineTmaAsync``): S stages of STAGE bytes from ``sbase``, a *full* mbarrier per stage at
-bars + 8s (the producer's loads complete on it) and an *empty* one at bars + 8(S + s) (the
-consumers release the stage on it). A ring position is a stage and the phase parity its barriers
-are waited on with; ``make_ring`` has the arithmetic of moving along it, in one place."""
+(``PipelineTmaAsync``): S stages of STAGE bytes from ``Ring.base``, a *full* mbarrier per stage
+at bars + 8s (the producer's loads complete on it) and an *empty* one at bars + 8(S + s) (the
+consumers release the stage on it; ``make_init_ring`` sets them up). A ring position is a stage
+and the phase parity its barriers are waited on with; ``make_ring`` has the arithmetic of moving
+along it, in one place."""
 from __future__ import annotations
 
 from collections import namedtuple
@@ -51,7 +52,8 @@ def make_ring(S, STAGE=0):
     def advance(pos):
         if pos.stage == S - 1:
             return RingPos(0, pos.phase ^ 1)
-        return RingPos(pos.stage + 1, int64(pos.phase))
+        return RingPos(pos.stage + 1, int64(pos.phase))   # (widened: a position read back from the
+                                                            # mainloop's int32 store must unify)
 
     @device
     def wait_ahead(ring, pos, j):

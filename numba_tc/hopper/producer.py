@@ -192,8 +192,8 @@ def make_producer(walk_unit, produce, S, STAGE, BK, finish=None):
 
     @device
     def producer(tma_a, tma_b, ring, w, bmask):
-        s = 0                       # the ring position, carried as two integers across the loop (a
-        ph = 0                      # RingPos carried there compiles to other, equivalent SASS)
+        s = 0                       # the ring position as two integers across the loop (``make_ring``)
+        ph = 0
         rank = w.rank
         prev = -1
         for u in range(w.first, w.units, w.stride):

@@ -145,7 +145,7 @@ def make_promoted_mainloop(issue, S, STAGE, CL, NACC, PARTS=1, BLOCK=None, LEAD=
             sc = later = load_scales(k0, row, bn0, lane, ep)
             if LEAD == 2:
                 later = load_scales(k0 + min(1, ktiles - 1), row, bn0, lane, ep)
-        s, ph = pos                 # (carried as integers across the loop, as ``kernel.make_consumer`` says)
+        s, ph = pos                 # (the ring position as two integers across the loop: ``make_ring``)
         t = 0
         while t < ktiles:
             (s, ph), sc, later = step(pacc, ring, RingPos(s, ph), t, ktiles, a_row0, lane, k0, row, bn0, ep,
@@ -205,7 +205,7 @@ def make_grouped_mainloop(issue, S, STAGE, CL, NACC, EVERY):
     def mainloop_groups(pacc, ring, pos, ktiles, a_row0, lane, k0, row, bn0, ep):
         """Per-tensor, EVERY slices a group, in turns of 4 slices (the second consumer's first
         group a slice); the K left over, a slice a group."""
-        s, ph = pos                 # (carried as integers across the loop, as ``kernel.make_consumer`` says)
+        s, ph = pos                 # (the ring position as two integers across the loop: ``make_ring``)
         t = 0
         if a_row0 != 0 and ktiles > 0:
             s, ph = group(1, pacc, ring, RingPos(s, ph), a_row0, lane)
