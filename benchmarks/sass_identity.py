@@ -277,33 +277,47 @@ def record(tree: str, out: str, jobs: int, subset_only: bool) -> None:
 # ---------------------------------------------------------------------------------------------
 # Comparing two records
 
-def compare(old: dict, new: dict, explain: dict) -> dict:
-    """Every kernel of either record: identical (same SASS), or how it differs and why
-    (``explain``: name -> reason); every plan: identical or not."""
-    out, counts = {}, {}
-    names = sorted(set(old["kernels"]) | set(new["kernels"]))
+def _grouped(names):
+    """``names`` compactly: per factory and configuration, the arguments all its kernels share
+    (``common``) and each kernel's others, and the SHA-256 of the names (the list, exactly)."""
+    groups = {}
     for name in names:
+        head, _, rest = name.partition("(")
+        fields = _call_fields("K(" + rest) or {"": rest[:-1]}
+        groups.setdefault((head, fields.pop("cfg", "")), []).append(fields)
+    out = []
+    for (head, cfg), kernels in sorted(groups.items()):
+        common = {k: v for k, v in kernels[0].items() if all(x.get(k) == v for x in kernels)}
+        out.append({"factory": head, "cfg": cfg, "common": common, "kernels": sorted(
+            ", ".join(f"{k}={v}" for k, v in sorted(x.items()) if k not in common) for x in kernels)})
+    return {"sha256_of_names": hashlib.sha256("\n".join(sorted(names)).encode()).hexdigest(), "groups": out}
+
+
+def compare(old: dict, new: dict, explain: dict) -> dict:
+    """Every kernel of either record: identical (same SASS; listed compactly, ``_grouped``), or
+    how it differs and why (``explain``: name -> reason); every plan: identical or not."""
+    rows, counts, same, cubins = {}, {}, [], 0
+    for name in sorted(set(old["kernels"]) | set(new["kernels"])):
         a, b = old["kernels"].get(name), new["kernels"].get(name)
         if a and b:
             verdict = "identical" if a["sass"] == b["sass"] else "sass differs"
-            row = {"verdict": verdict, "cubin_identical": a["cubin"] == b["cubin"], "sass": b["sass"],
-                   "variants": b["variants"]}
+            cubins += a["cubin"] == b["cubin"]
         else:
             verdict = "only before" if a else "only after"
-            row = {"verdict": verdict, "variants": (a or b)["variants"]}
-        if verdict != "identical":
-            row["explained"] = explain.get(name)
         counts[verdict] = counts.get(verdict, 0) + 1
-        out[name] = row
+        if verdict == "identical":
+            same.append(name)
+        else:
+            rows[name] = {"verdict": verdict, "variants": (b or a)["variants"], "explained": explain.get(name)}
     plans = {}
     for label in sorted(set(old["plans"]) | set(new["plans"])):
         a, b = old["plans"].get(label, "absent"), new["plans"].get(label, "absent")
         plans[label] = "identical" if a == b else {"before": a, "after": b}
-    unexplained = [n for n, r in out.items() if r["verdict"] != "identical" and not r.get("explained")]
     return {"arch": ARCH, "subset": old.get("subset") or new.get("subset"), "counts": counts,
-            "unexplained": unexplained, "plans_compared": len(plans),
-            "plans_differing": sorted(k for k, v in plans.items() if v != "identical"),
-            "plan_differences": {k: v for k, v in plans.items() if v != "identical"}, "kernels": out}
+            "cubins_identical": cubins, "unexplained": [n for n, r in rows.items() if not r["explained"]],
+            "plans_compared": len(plans), "plans_differing": sorted(k for k, v in plans.items() if v != "identical"),
+            "plan_differences": {k: v for k, v in plans.items() if v != "identical"}, "differing": rows,
+            "identical": _grouped(same)}
 
 
 # ---------------------------------------------------------------------------------------------
