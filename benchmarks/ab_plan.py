@@ -1,5 +1,6 @@
 """Planning choices of ``hopper`` A/B'd on 16-bit problems (``--dtype tf32``: float32 inputs as tf32): ``auto`` as a planning flag's values
-plan it (``--flag``: a module constant of ``numba_tc.hopper`` read when a call is planned; each
+plan it (``--flag``: a switch of ``hopper.Policy``, by its field or its old upper-case name, or a
+tuning constant of ``hopper.planner`` or ``hopper.cost``, read when a call is planned; each
 value its own variant, planned at its first call with the flag set) and fixed tiles of the top
 rung (``--tiles``: "key=value,..." of ``hopper.RUNG7.replace``, then ":splits", then "@FLAG=value"
 planning flags), against cuBLAS,
@@ -15,7 +16,7 @@ float64 first (NaN-poisoned).
 import argparse
 import ast
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import torch
 
@@ -33,17 +34,26 @@ def value(text):
         return text
 
 
+POLICY = {f.name for f in fields(hopper.Policy)}
+HOMES = (hopper.planner, hopper.cost)          # the tuning constants' modules
+
+
 @contextmanager
 def flags(setting):
-    """``hopper``'s planning flags set to ``setting`` ({name: value}) inside, restored after."""
-    saved = {f: getattr(hopper, f) for f in setting}
-    for f, val in setting.items():
-        setattr(hopper, f, val)
+    """``hopper``'s planning flags set to ``setting`` ({name: value}) inside, restored after: a
+    ``Policy`` switch (its field, or its old upper-case name, e.g. SLOW_ROWS_COPY), or a constant
+    where it lives."""
+    switches = {f.lower(): v for f, v in setting.items() if f.lower() in POLICY}
+    homes = {f: next(h for h in HOMES if hasattr(h, f)) for f in setting if f.lower() not in POLICY}
+    saved = {f: getattr(h, f) for f, h in homes.items()}
+    for f, h in homes.items():
+        setattr(h, f, setting[f])
     try:
-        yield
+        with hopper.using(**switches):
+            yield
     finally:
         for f, val in saved.items():
-            setattr(hopper, f, val)
+            setattr(homes[f], f, val)
 
 
 def flag_candidates(flag, values):
@@ -69,7 +79,7 @@ def tile_candidates(specs):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--flag", help="a module constant of numba_tc.hopper read when a call is planned")
+    p.add_argument("--flag", help="a hopper.Policy switch or a tuning constant of hopper.planner or hopper.cost")
     p.add_argument("--values", nargs="+", default=[], help="Python literals (else strings)")
     p.add_argument("--tiles", nargs="+", default=[], help='fixed tiles: "key=value,...[:splits]"')
     p.add_argument("--dtype", default="bfloat16")

@@ -29,7 +29,7 @@ def main(argv=None):
     p.add_argument("--tiles", nargs="+", help='only these tiles of RUNG7_CONFIGS, e.g. "64x128" "128x256c2"')
     p.add_argument("--splits", nargs="+", type=int, default=SPLITS)
     p.add_argument("--swapped", action="store_true", help="also the swapped decode tile (hopper.SWAP_CONFIGS) "
-                   "for problems of at most hopper.SWAP_ROWS rows")
+                   "for problems of at most hopper.cost.SWAP_ROWS rows")
     p.add_argument("--json")
     args = p.parse_args(argv)
     import torch
@@ -38,7 +38,8 @@ def main(argv=None):
     stamp = bench.stamp(args.json)            # gpu and a clean commit, before measuring
     from numba_tc.schedule import cdiv
     from numba_tc.tensormap import tma_rows_fast
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    gpu = hopper.gpu_of(torch.cuda.current_device())       # (the cost model's figures of this GPU)
+    sms = gpu.sms
     rows = []
     for s in args.shapes:
         m, n, k = (int(x) for x in s.split("x"))
@@ -47,11 +48,11 @@ def main(argv=None):
         out, ref_out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16), torch.empty(m, n, device="cuda",
                                                                                         dtype=torch.bfloat16)
         slow_b = not tma_rows_fast(b.data_ptr(), b.stride(0), 2)
-        chosen = hopper.pick_config(hopper.RUNG7_CONFIGS, m, n, k, slow_b, sms)
+        chosen = hopper.pick_config(hopper.RUNG7_CONFIGS, m, n, k, slow_b, gpu)
         ref = a.double() @ b.double()
         auto = numba_tc.explain(a, b, out=out)
         print(f"{s:>16} auto: {auto}", flush=True)
-        narrow = [c for c in hopper.SWAP_CONFIGS if c.bn >= m][:1] if args.swapped and m <= hopper.SWAP_ROWS else []
+        narrow = [c for c in hopper.SWAP_CONFIGS if c.bn >= m][:1] if args.swapped and m <= hopper.cost.SWAP_ROWS else []
         for cfg in hopper.RUNG7_CONFIGS + tuple(narrow):
             swap = cfg in narrow                    # C^T = B^T A^T: the model's M and N swap
             name = f"{cfg.bm}x{cfg.bn}" + (f"c{cfg.cluster}" if cfg.cluster > 1 else "")
@@ -72,7 +73,7 @@ def main(argv=None):
                 r = {"m": m, "n": n, "k": k, "tile": f"{cfg.bm}x{cfg.bn}" + " swapped" * swap, "cluster": cfg.cluster,
                      "splits": sp,
                      "ms": ms, "cublas_ms": cms, "ratio": cms / ms, "rel_err": err,
-                     "model_ms": 1e3 * hopper.estimate(cfg, mm, nn, k, sp, sms),
+                     "model_ms": 1e3 * hopper.estimate(cfg, mm, nn, k, sp, gpu),
                      "chosen": not swap and (cfg, sp) == chosen, "auto": auto, "slow_b": slow_b,
                      **stamp}
                 rows.append(r)

@@ -33,9 +33,13 @@ __all__ = ["ENTRY", "BODY", "entry_source", "key_material", "compile_cubin", "cu
 ENTRY = "numba_tc_kernel"
 BODY = "numba_tc_body"
 # The modules whose source decides kernel code (a change to any of them is a new cubin); the
-# ptx/*.cu files count too. tests/test_build.py checks that kernel modules import nothing else.
-KERNEL_MODULES = ("simt", "tensorcore", "hopper", "fixup", "repack", "ceiling", "examples", "layout", "schedule",
+# ptx/*.cu files count too: the Hopper ladder's device modules, not its host policy (cost model,
+# planner), so that a cost constant's change recompiles nothing. tests/test_runtime.py checks
+# that kernel modules import nothing else.
+KERNEL_MODULES = ("simt", "tensorcore", "fixup", "repack", "ceiling", "examples", "layout", "schedule",
                   "config", "epilogue", "fragments", "jit", "intrinsics", "primitives", "build", "errors",
+                  "hopper/spec", "hopper/pipeline", "hopper/scheduler", "hopper/mma", "hopper/producer",
+                  "hopper/mainloop", "hopper/promotion", "hopper/staging", "hopper/store", "hopper/kernel",
                   "qformat", "qgemm")
 _LOCK = threading.RLock()
 
@@ -79,11 +83,11 @@ def _sources_digest() -> str:
     if _SOURCES is None:
         here = os.path.dirname(os.path.abspath(__file__))
         h = hashlib.sha256()
-        files = [os.path.join(here, m + ".py") for m in KERNEL_MODULES]
+        files = [os.path.join(here, *m.split("/")) + ".py" for m in KERNEL_MODULES]
         ptx = os.path.join(here, "ptx")
         files += sorted(os.path.join(ptx, f) for f in os.listdir(ptx) if f.endswith(".cu"))
         for path in files:
-            h.update(os.path.basename(path).encode() + b"\0")
+            h.update(os.path.relpath(path, here).replace(os.sep, "/").encode() + b"\0")
             with open(path, "rb") as f:
                 h.update(f.read())
         _SOURCES = h.hexdigest()

@@ -12,8 +12,8 @@ from typing import Callable, Optional, Tuple
 from . import layout
 from .errors import ConfigError
 
-__all__ = ["ConfigError", "SimtConfig", "MmaConfig", "WgmmaConfig", "Variant", "STATIC_SMEM_LIMIT", "MAX_THREADS",
-           "SMEM_PER_BLOCK_MAX"]
+__all__ = ["ConfigError", "SimtConfig", "MmaConfig", "WgmmaConfig", "SmemLayout", "Variant", "STATIC_SMEM_LIMIT",
+           "MAX_THREADS", "SMEM_PER_BLOCK_MAX"]
 
 STATIC_SMEM_LIMIT = 48 * 1024   # bytes of static shared memory a block may declare (all CUDA GPUs)
 MAX_THREADS = 1024              # threads per block (all CUDA GPUs)
@@ -236,8 +236,47 @@ MAX_ACC_REGS = 128              # fp32 accumulators per thread a consumer may ho
 
 
 @dataclass(frozen=True)
+class SmemLayout:
+    """A Hopper block's dynamic shared memory, from its base rounded up to ``layout.SWIZZLE_ALIGN``
+    (the 128B swizzle's period): the ring (``stages`` stages of ``stage_bytes``), then from
+    ``epilogue`` per consumer that stores by TMA (``consumers``) its ``out_boxes`` output boxes and
+    ``source`` bytes of a staged epilogue array, then from ``barriers`` the ring's mbarriers
+    (``barrier_bytes``). The configuration, the kernel and the stager all read it here."""
+    stage_bytes: int
+    stages: int
+    consumers: int
+    out_boxes: int
+    source: int
+    barrier_bytes: int
+
+    @property
+    def per_consumer(self) -> int:
+        """Bytes of one consumer's output boxes and staged array."""
+        return self.out_boxes * layout.OUT_BOX_BYTES + self.source
+
+    @property
+    def epilogue(self) -> int:
+        """Where the output boxes start, from the aligned base."""
+        return self.stages * self.stage_bytes
+
+    @property
+    def epilogue_bytes(self) -> int:
+        return self.consumers * self.per_consumer
+
+    @property
+    def barriers(self) -> int:
+        """Where the ring's mbarriers start, from the aligned base."""
+        return self.epilogue + self.epilogue_bytes
+
+    @property
+    def total(self) -> int:
+        """The dynamic shared memory a block asks for, slack for the alignment included."""
+        return layout.SWIZZLE_ALIGN + self.barriers + self.barrier_bytes
+
+
+@dataclass(frozen=True)
 class WgmmaConfig:
-    """The Hopper kernel of the wgmma rungs (see ``hopper.py``), one knob per rung.
+    """The Hopper kernel of the wgmma rungs (see ``hopper/``), one knob per rung.
 
     A block computes ``bm x bn`` of C in K slices of 64 16-bit elements (128 bytes: one
     128B-swizzled TMA row). ``consumers`` warpgroups issue wgmma, each owning ``bm / consumers``
@@ -262,9 +301,9 @@ class WgmmaConfig:
     scale_lead: int = 1             # fp8 block-wise scales: loaded this many K slices before their add
                                     # (split-K kernels: one)
     epi_boxes: int = 2              # 8 KiB output boxes per consumer in that ring (2: double buffer;
-                                    # 0: in a staged 16-bit epilogue array's slots, ``hopper._stager``)
+                                    # 0: in a staged 16-bit epilogue array's slots, ``hopper.staging._stager``)
     epi_source: int = 0             # bytes per consumer for an epilogue array staged in shared memory
-                                    # (``hopper._stager``; 0: none)
+                                    # (``hopper.staging._stager``; 0: none)
     epi_lead: int = 8               # ... whose reads start this many K slices before a tile's end
     epi_held: int = 0               # ... and registers a consumer thread holds its later boxes in,
                                     # read with the first ones (0: copied into the slots as they free)
@@ -338,22 +377,30 @@ class WgmmaConfig:
     def barrier_bytes(self) -> int:
         return 16 * self.max_stages          # a full and an empty mbarrier per stage
 
+    def _smem(self, stages: int) -> SmemLayout:
+        return SmemLayout(self.stage_bytes, stages, self.consumers if self.tma_store else 0, self.epi_boxes,
+                          self.epi_source, self.barrier_bytes)
+
+    @property
+    def smem(self) -> SmemLayout:
+        """The block's shared memory, laid out (``SmemLayout``)."""
+        return self._smem(self.stages)
+
     @property
     def epilogue_bytes(self) -> int:
         """``epi_boxes`` 64-row x 128-byte output boxes per consumer (a ring: some fill while TMA
         stores the others), and after them ``epi_source`` bytes for a staged epilogue array."""
-        return self.consumers * (self.epi_boxes * layout.OUT_BOX_BYTES + self.epi_source) if self.tma_store else 0
+        return self._smem(0).epilogue_bytes
 
     @property
     def stages(self) -> int:
-        # slack for rounding the dynamic shared memory base up to the swizzle period
-        budget = (min(SMEM_PER_BLOCK_MAX, SMEM_PER_SM // self.min_blocks - BLOCK_RESERVED) - layout.SWIZZLE_ALIGN
-                  - self.barrier_bytes - self.epilogue_bytes)
+        """The stages the budget holds beside the rest of the layout (``max_stages`` at most)."""
+        budget = min(SMEM_PER_BLOCK_MAX, SMEM_PER_SM // self.min_blocks - BLOCK_RESERVED) - self._smem(0).total
         return min(self.max_stages, budget // self.stage_bytes)
 
     @property
     def smem_bytes(self) -> int:
-        return layout.SWIZZLE_ALIGN + self.stages * self.stage_bytes + self.epilogue_bytes + self.barrier_bytes
+        return self.smem.total
 
     def validate(self) -> None:
         _need(self.bk == 64, "bk is 64: one 128-byte swizzled row of 16-bit elements per K slice")

@@ -15,7 +15,7 @@ import threading
 
 from .errors import CudaError, UnsupportedDeviceError
 
-__all__ = ["libcuda", "check", "device_count", "on_device", "current_device", "capability", "sm_count",
+__all__ = ["libcuda", "check", "device_count", "on_device", "current_device", "capability", "sm_count", "attribute", "device_name",
            "smem_optin", "arch", "Function", "load", "occupancy", "max_active_clusters", "launch",
            "stream_is_capturing", "device_of_pointer", "dims", "Params", "initialized",
            "mem_alloc", "mem_alloc_during_capture", "mem_free"]
@@ -158,6 +158,24 @@ def _attribute(dev: int, name: str) -> int:
         attr = getattr(cu.CUdevice_attribute, "CU_DEVICE_ATTRIBUTE_" + name)
         v = _ATTRS[key] = int(check(cu.cuDeviceGetAttribute(attr, dev), f"cuDeviceGetAttribute({name})"))
     return v
+
+
+def attribute(dev: int, name: str) -> int:
+    """Device attribute ``name`` of ``dev`` (``CU_DEVICE_ATTRIBUTE_<name>``, e.g. "CLOCK_RATE")."""
+    return _attribute(dev, name)
+
+
+_NAMES: dict = {}
+
+
+def device_name(dev: int) -> str:
+    """The device's name, e.g. "NVIDIA H100 80GB HBM3"."""
+    name = _NAMES.get(dev)
+    if name is None:
+        _primary(dev)
+        raw = check(_cu().cuDeviceGetName(256, dev), "cuDeviceGetName")
+        name = _NAMES[dev] = bytes(raw).split(b"\0", 1)[0].decode(errors="replace")
+    return name
 
 
 def capability(dev: int):

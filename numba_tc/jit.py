@@ -87,8 +87,11 @@ def _with_values(body, nfixed: int, n: int):
 
 def kernel_factory(factory):
     """Decorate a function returning ``kernel(...)``: results are cached, and each kernel's key is
-    the factory's qualified name and its arguments (which must have stable reprs)."""
-    qual = f"{factory.__module__.rsplit('.', 1)[-1]}.{factory.__qualname__}"
+    the factory's qualified name (its module's path in the package, e.g. ``hopper.kernel``) and
+    its arguments in order, defaults filled in (which must have stable reprs), however they were
+    passed, by position or keyword."""
+    module = factory.__module__
+    qual = f"{module.split('.', 1)[1] if module.startswith(__package__ + '.') else module}.{factory.__qualname__}"
 
     sig = inspect.signature(factory)
 
@@ -97,9 +100,9 @@ def kernel_factory(factory):
         return replace(factory(*args), key=(qual,) + tuple(repr(a) for a in args))
 
     @functools.wraps(factory)
-    def wrapper(*args):
-        if len(args) < len(sig.parameters):       # defaults count: one key however it is called
-            bound = sig.bind(*args)
+    def wrapper(*args, **kwargs):
+        if kwargs or len(args) < len(sig.parameters):   # defaults count: one key however it is called
+            bound = sig.bind(*args, **kwargs)
             bound.apply_defaults()
             args = bound.args
         return make(*args)

@@ -160,7 +160,7 @@ SWIZZLE_ALIGN = ATOM_BYTES          # swizzled tiles start on this boundary in s
 OUT_BOX_BYTES = 64 * ROW_BYTES      # an epilogue box: 64 rows of C x 128 bytes, stored by TMA
 
 
-# An epilogue array staged in shared memory (``hopper._stager``): each warp copies its 16 rows of
+# An epilogue array staged in shared memory (``hopper.staging._stager``): each warp copies its 16 rows of
 # an output box, float32 or 16-bit, by 16-byte cp.async into a slot of its own, in the order its
 # lanes read it: an n8 block's row (32 bytes of float32, 16 of 16-bit) by n8 block, then row half
 # (rows g, g + 8), then row g. A lane's column pair of each block (``c_fragment``) is then its own
@@ -225,7 +225,7 @@ def mn_major_offset(mn, k, itemsize):
     """Byte offset of element (mn, k) in a stored mn-major tile as TMA writes it (boxes of one
     K slice's rows, ``ROW_BYTES // itemsize`` mn each, 128B-swizzled, box after box along mn): for
     16-bit types the boxes of ``BOX_BYTES`` above; for tf32, 32 x 32, which wgmma cannot read
-    mn-major, so each warp loads its A fragment from them (``hopper.make_slice_group``)."""
+    mn-major, so each warp loads its A fragment from them (``hopper.mma.make_slice_group``)."""
     per_row = ROW_BYTES // itemsize
     byte = (mn & (per_row - 1)) * itemsize
     return (mn // per_row) * per_row * ROW_BYTES + chunk_offset(k, byte >> 4, 8, True) + (byte & 15)

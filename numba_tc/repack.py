@@ -2,7 +2,7 @@
 once into scratch at a pitch it can: rows 128 bytes apart, so that every box row also starts on
 a 32-byte sector (``tensormap.tma_rows_fast``). One pass over the operand, read and write, which
 the Hopper kernel then reads at full speed; the mma.sync fallback it replaces ran such problems
-at a fraction of that (benchmarks/NOTES.md, session 12).
+at a fraction of that (benchmarks/NOTES.md).
 
 8-bit and 32-bit (tf32) operands have one more reason to be copied: wgmma reads them k-major only
 (A row-major, B column-major), so the other layouts are transposed on the way (``gather_kernel``),

@@ -211,7 +211,7 @@ def _thread_origin(tid, TPW, WTN, WM, WN, TCOLS, TM, TN):
 
 
 # ---------------------------------------------------------------------------------------------
-# The tiled kernel's parts, as in ``hopper.py``: each a factory, cached per configuration, that
+# The tiled kernel's parts, as in ``hopper/``: each a factory, cached per configuration, that
 # closes over its compile-time constants (upper case) and returns device functions of run-time
 # values only; the larger parts take the smaller ones they call as arguments, so any one can be
 # swapped. ``tiled_kernel`` composes them. The operands travel as one tuple, ``src`` = (pA, pB,

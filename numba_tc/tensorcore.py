@@ -244,7 +244,7 @@ def _frag_offsets(offa, offb, wm0, wn0, lane, QA, QB, A_KM, A_CPR, B_KM, B_CPR, 
 
 
 # ---------------------------------------------------------------------------------------------
-# The tiled kernel's parts, as in ``hopper.py``: each a factory, cached per configuration, that
+# The tiled kernel's parts, as in ``hopper/``: each a factory, cached per configuration, that
 # closes over its compile-time constants (upper case) and returns device functions of run-time
 # values only; the larger parts take the smaller ones they call as arguments, so any one can be
 # swapped. ``tiled_kernel`` composes them. A warp's state travels as one tuple, ``warp`` =

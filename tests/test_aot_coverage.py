@@ -57,6 +57,7 @@ def fake_driver(monkeypatch):
     monkeypatch.setattr(driver, "capability", lambda dev: (9, 0))
     monkeypatch.setattr(driver, "smem_optin", lambda dev: 232448)
     monkeypatch.setattr(driver, "device_count", lambda: 1)
+    monkeypatch.setattr(driver, "device_name", lambda dev: "NVIDIA H100 80GB HBM3")
 
 
 def _operand(rows, cols, trans, dtype, align, base):
@@ -189,8 +190,8 @@ def test_slow_rows_are_copied_where_the_model_says_the_copy_pays(fake_driver, mo
         got = labels(*shape)
         assert got[:-1] == copies and ("cluster 2" in got[-1]) == (copies != ["repack b"]), got
         assert ("192x192" in got[-1]) == (copies == ["repack a"]), got
-    monkeypatch.setattr(hopper, "SLOW_ROWS_COPY", False)
-    assert labels(4104, 4104, 4104) == ["128x256 cluster 2"]
+    with hopper.using(slow_rows_copy=False):
+        assert labels(4104, 4104, 4104) == ["128x256 cluster 2"]
 
 
 def test_a_batched_tile_pays_for_each_matrix_padded_rows(fake_driver):
@@ -232,8 +233,8 @@ def test_decode_products_swap_onto_narrow_tiles(fake_driver, monkeypatch):
     forced = numba_tc.variant_from(hopper.SWAP_CONFIGS[1], "swap_forced", splits=2)   # (tune_split's)
     ops = [_operand(r, c, False, "bfloat16", (0, 0), base << 32) for r, c, base in ((4, 512, 1), (512, 8192, 2), (4, 8192, 3))]
     assert [st.label for st in forced.plan(*ops, 0)] == ["64x16 swapped split-K 2", "fixup"]
-    monkeypatch.setattr(hopper, "SWAP", False)
-    assert "swapped" not in label(1, 8192, 8192)
+    with hopper.using(swap=False):
+        assert "swapped" not in label(1, 8192, 8192)
     # the splits fill the rounds: whole ones where they can, the fewest within SWAP_FILL
     cfg = hopper.SWAP_CONFIGS[0]
     assert [hopper.swap_splits(cfg, n, 8, 4096, 132) for n in (8192, 4096, 5120, 11008)] == [1, 2, 3, 3]

@@ -55,20 +55,20 @@ def test_split_and_repack_are_right_element_by_element(m, n, k, path, layout, ou
 
 @pytest.mark.parametrize("which", ["a", "b"])
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_slow_rows_copied_first_are_right_element_by_element(which, layout, monkeypatch):
+def test_slow_rows_copied_first_are_right_element_by_element(which, layout):
     # every row of both operands 16 mod 32 bytes apart (TMA reads them slowly): one copied
     # first to whole 128-byte rows by 16-byte loads and stores (``hopper._slow_rows_copy``,
     # forced here), B multicast where it stays slow
     from dataclasses import replace
     from numba_tc import hopper
-    monkeypatch.setattr(hopper, "SLOW_ROWS_COPY", which)
     v = replace(numba_tc.get_variant("hopper"), name=f"slow_rows_{which}")
     m, n, k = 264, 1032, 1000
-    r = verify.check(v, m, n, k, layout, "bfloat16", kind="torch")
-    assert r.ok, str(r)
-    a = _operand(m, k, layout[0] == "T", torch.bfloat16)
-    b = _operand(k, n, layout[1] == "T", torch.bfloat16)
-    plan = numba_tc.explain(a, b, v)
+    with hopper.using(slow_rows_copy=which):        # (a variant of its own: planned under the policy)
+        r = verify.check(v, m, n, k, layout, "bfloat16", kind="torch")
+        assert r.ok, str(r)
+        a = _operand(m, k, layout[0] == "T", torch.bfloat16)
+        b = _operand(k, n, layout[1] == "T", torch.bfloat16)
+        plan = numba_tc.explain(a, b, v)
     assert plan.count("repack") == 1 and f"repack {which}; " in plan, plan
     assert ("cluster 2" in plan) == (which == "a"), plan
 

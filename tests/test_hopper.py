@@ -154,12 +154,12 @@ def test_hopper_picks_tiles_and_multicast_per_problem():
     cfgs = hopper.RUNG7_CONFIGS
 
     def pick(m, n, slow_b=False):
-        cfg, splits = hopper.pick_config(cfgs, m, n, max(64, min(m, n)), slow_b, 132)
+        cfg, splits = hopper.pick_config(cfgs, m, n, max(64, min(m, n)), slow_b, hopper.H100)
         assert splits == 1
         return cfg.bn, cfg.cluster
     assert pick(4096, 4096) == (256, 1) and pick(8192, 1024) == (256, 1)
     assert pick(1024, 1024) == (128, 1)     # 32 tiles of 128x256 would leave 100 SMs idle,
-    assert hopper.pick_config(cfgs, 1024, 1024, 1024, False, 132)[0].bm == 64   # 64 of 128x128 68
+    assert hopper.pick_config(cfgs, 1024, 1024, 1024, False, hopper.H100)[0].bm == 64   # 64 of 128x128 68
     assert pick(2048, 1024) == (128, 1)     # 64
     assert pick(2048, 2048) == (256, 1)     # 128 tiles: one wave, the larger tile wins
     assert pick(4096, 4096, True) == (256, 2) and pick(1024, 1024, True) == (128, 2)
@@ -168,7 +168,7 @@ def test_hopper_picks_tiles_and_multicast_per_problem():
     assert pick(64, 64) == (128, 1)         # one tile either way: the smallest
     # few rows, memory-bound: 64x128 tiles without a split (96x5120x5120: 0.93x cuBLAS against
     # 0.79 for 128x128 split-K 2; results/ab_eff64x128_h100.log)
-    cfg, splits = hopper.pick_config(cfgs, 96, 5120, 5120, False, 132)
+    cfg, splits = hopper.pick_config(cfgs, 96, 5120, 5120, False, hopper.H100)
     assert (cfg.bm, cfg.bn, splits) == (64, 128, 1)
     assert all(c.tma_store and c.persistent for c in cfgs)
 
@@ -179,19 +179,19 @@ def test_hopper_splits_k_where_tiles_are_too_few():
     cfgs = hopper.RUNG7_CONFIGS
 
     def pick(m, n, k):
-        cfg, splits = hopper.pick_config(cfgs, m, n, k, False, 132)
+        cfg, splits = hopper.pick_config(cfgs, m, n, k, False, hopper.H100)
         return cfg.bn, splits
     assert pick(256, 256, 131072)[1] >= 16          # 2-4 tiles: split until the SMs are busy
     assert pick(1024, 1024, 32768) == (256, 4)      # 32 tiles x 4 = 128 units, one round
     assert pick(1, 8192, 8192)[1] > 1               # decoding: more SMs streaming B
     assert pick(4096, 4096, 4096)[1] == 1           # 512 tiles: nothing to gain
     assert pick(1024, 1024, 1024)[1] == 1           # 16 K slices: the planes would cost more
-    assert hopper.pick_config(cfgs, 256, 256, 131072, False, 132, split=False)[1] == 1
+    assert hopper.pick_config(cfgs, 256, 256, 131072, False, hopper.H100, split=False)[1] == 1
     for m, n, k in ((256, 256, 131072), (1, 8192, 8192), (3000, 3000, 3000), (700, 5000, 20000)):
-        cfg, s = hopper.pick_config(cfgs, m, n, k, False, 132)
-        t = hopper.estimate(cfg, m, n, k, s, 132)
+        cfg, s = hopper.pick_config(cfgs, m, n, k, False, hopper.H100)
+        t = hopper.estimate(cfg, m, n, k, s, hopper.H100)
         # the choice is the model's best (up to its tie margin) over every configuration and split
-        assert all(t <= hopper.estimate(c, m, n, k, x, 132) / hopper.TIE
+        assert all(t <= hopper.estimate(c, m, n, k, x, hopper.H100) / hopper.TIE
                    for c in cfgs if c.cluster == 1 for x in range(1, 133))
 
 
@@ -217,7 +217,7 @@ def test_fp8_configuration_rules():
         with pytest.raises(ConfigError, match=msg):
             r7.replace(**{"promote": True, **kw})
     with pytest.raises(ValueError, match="two groups of two"):     # (its turn is written for two)
-        hopper.make_grouped_mainloop(None, 4, 0, 1, 96, 3)
+        hopper.promotion.make_grouped_mainloop(None, 4, 0, 1, 96, 3)
 
 
 def test_fp8_operands_are_copied_unless_k_major():
@@ -226,17 +226,17 @@ def test_fp8_operands_are_copied_unless_k_major():
     f8 = "float8_e4m3fn"
     a = Matrix(None, 256, 512, 512, False, f8, 1 << 32)       # row-major A: k-major
     b = Matrix(None, 512, 128, 512, True, f8, 2 << 32)        # column-major B: k-major
-    assert not hopper._needs_kmajor_copy(a, 0, f8) and not hopper._needs_kmajor_copy(b, 1, f8)
-    assert hopper._needs_kmajor_copy(Matrix(None, 256, 512, 256, True, f8, 1 << 32), 0, f8)   # column-major A
-    assert hopper._needs_kmajor_copy(Matrix(None, 512, 128, 128, False, f8, 2 << 32), 1, f8)
-    assert hopper._needs_kmajor_copy(Matrix(None, 256, 528, 528, False, f8, 1 << 32), 0, f8) is False
-    assert hopper._needs_kmajor_copy(Matrix(None, 256, 500, 500, False, f8, 1 << 32), 0, f8)   # 500 B rows
+    assert not hopper.operands._needs_kmajor_copy(a, 0, f8) and not hopper.operands._needs_kmajor_copy(b, 1, f8)
+    assert hopper.operands._needs_kmajor_copy(Matrix(None, 256, 512, 256, True, f8, 1 << 32), 0, f8)   # column-major A
+    assert hopper.operands._needs_kmajor_copy(Matrix(None, 512, 128, 128, False, f8, 2 << 32), 1, f8)
+    assert hopper.operands._needs_kmajor_copy(Matrix(None, 256, 528, 528, False, f8, 1 << 32), 0, f8) is False
+    assert hopper.operands._needs_kmajor_copy(Matrix(None, 256, 500, 500, False, f8, 1 << 32), 0, f8)   # 500 B rows
     # a tf32 A is read mn-major through registers (an n-major B is not: a pass, or the swap)
-    assert not hopper._needs_kmajor_copy(Matrix(None, 256, 512, 256, True, "float32", 1 << 32), 0, "tf32")
-    assert hopper._needs_kmajor_copy(Matrix(None, 512, 128, 128, False, "float32", 2 << 32), 1, "tf32")
+    assert not hopper.operands._needs_kmajor_copy(Matrix(None, 256, 512, 256, True, "float32", 1 << 32), 0, "tf32")
+    assert hopper.operands._needs_kmajor_copy(Matrix(None, 512, 128, 128, False, "float32", 2 << 32), 1, "tf32")
     # the copy's lines: A's rows, B's columns, each K long, at the strides of the layout as stored
-    assert hopper._kmajor(a, 0) == (256, 512, 512, 1) and hopper._kmajor(b, 1) == (128, 512, 512, 1)
-    assert hopper._kmajor(Matrix(None, 512, 128, 128, False, "float8_e4m3fn", 0), 1) == (128, 512, 1, 128)
+    assert hopper.operands._kmajor(a, 0) == (256, 512, 512, 1) and hopper.operands._kmajor(b, 1) == (128, 512, 512, 1)
+    assert hopper.operands._kmajor(Matrix(None, 512, 128, 128, False, "float8_e4m3fn", 0), 1) == (128, 512, 1, 128)
 
 
 def test_a_forced_variant_lists_the_tf32_kernels_it_can_plan():
@@ -244,12 +244,10 @@ def test_a_forced_variant_lists_the_tf32_kernels_it_can_plan():
     # configuration is staged: its ahead-of-time list has those kernels then, and no others
     import numba_tc
     from numba_tc import hopper
-    import inspect
     plain = numba_tc.variant_from(hopper.RUNG7, "forced_plain", splits=1).kernels("tf32")
     staged = numba_tc.variant_from(hopper.ASYNC_CONFIGS[0], "forced_staged", splits=1).kernels("tf32")
-    at = 1 + list(inspect.signature(hopper.wgmma_kernel).parameters).index("async_b")   # (key[0]: the factory)
-    assert plain and not any(k.key[at] == "True" for k in plain if k.name.startswith("hopper"))
-    assert any(k.key[at] == "True" for k in staged if k.name.startswith("hopper"))
+    assert plain and not any("async_b=True" in k.key[1] for k in plain if k.name.startswith("hopper"))   # (a KernelSpec)
+    assert any("async_b=True" in k.key[1] for k in staged if k.name.startswith("hopper"))
 
 
 def test_a_staged_epilogue_array_costs_a_stage_and_an_output_box():
@@ -326,3 +324,79 @@ def test_ping_pong_configuration_rules():
             pp.replace(**bad)
     with pytest.raises(ConfigError, match="accumulators per thread"):
         pp.replace(bn=256)                                  # 128 x 256 in one warpgroup: 256 registers
+
+
+def test_the_hopper_package_keeps_its_shape():
+    """numba_tc/hopper/: one job a module (none over 700 lines), functions of at most 80 lines and
+    at most two of more than 12 parameters (a kernel's entry takes the launch's), no import circle
+    among its modules (deferred imports too), and only its device modules in the cubin key."""
+    import ast
+    import os
+    from numba_tc import build
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "numba_tc", "hopper")
+    mods = {f[:-3]: ast.parse(open(os.path.join(here, f)).read()) for f in os.listdir(here) if f.endswith(".py")}
+    many, edges = [], {m: set() for m in mods}
+    for name, tree in mods.items():
+        assert open(os.path.join(here, name + ".py")).read().count("\n") <= 700, name
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef):
+                assert node.end_lineno - node.lineno < 80, f"{name}.{node.name}: over 80 lines"
+                a = node.args
+                if len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs) > 12:
+                    many.append(f"{name}.{node.name}")
+            elif isinstance(node, ast.ImportFrom) and node.level == 1:
+                edges[name] |= {node.module} if node.module else {a.name for a in node.names}
+    assert len(many) <= 2, many
+    seen, done = [], set()
+
+    def visit(m):                       # depth first: a module met again on the path is a circle
+        assert m not in seen, f"import circle: {' -> '.join(seen[seen.index(m):] + [m])}"
+        if m in done or m not in mods:
+            return
+        seen.append(m)
+        for n in edges[m] - {"__init__"}:
+            visit(n)
+        seen.pop()
+        done.add(m)
+    for m in mods:
+        visit(m)
+    device = {m.split("/")[1] for m in build.KERNEL_MODULES if m.startswith("hopper/")}
+    assert device == {"spec", "pipeline", "scheduler", "mma", "producer", "mainloop", "promotion", "staging", "store",
+                      "kernel"}
+    assert not any(edges[m] - device for m in device), {m: edges[m] - device for m in device}
+
+
+def test_the_planner_switches_are_one_policy():
+    from numba_tc import hopper
+    assert hopper.current() == hopper.Policy() and hopper.Policy().key == hopper.Policy().key
+    with hopper.using(tail=3, swap=False) as p:
+        assert hopper.current() is p and (p.tail, p.swap) == (3, False) and p.key != hopper.Policy().key
+    assert hopper.current() == hopper.Policy()
+    for bad, words in ((dict(tail=1), "tail=1"), (dict(slow_rows_copy="c"), "'a' or 'b'"), (dict(staged=None), "staged")):
+        with pytest.raises(ValueError, match=words):
+            hopper.Policy(**bad)
+    with pytest.raises(AttributeError, match="set_policy"):
+        hopper.TAIL = 3                 # an old switch: it would reach no planner
+    with pytest.raises(AttributeError, match="home module"):
+        hopper.TIE = 0.5
+
+
+def test_the_cost_model_knows_gpus_by_name_or_properties():
+    from numba_tc.hopper import cost
+    assert cost.gpu_named("NVIDIA H100 80GB HBM3", 132) is cost.H100
+    assert cost.gpu_named("NVIDIA H200", 132) is cost.H200
+    assert cost.H200.hbm_bytes_s > cost.H100.hbm_bytes_s and cost.H100.peak_per_sm == 790e12 / 132
+    half = cost.gpu_named("NVIDIA H200", 66)                   # a MIG slice: its share of the peak
+    assert half.sms == 66 and half.peak_per_sm == cost.H200.peak_per_sm
+    props = dict(CLOCK_RATE=1755000, MEMORY_CLOCK_RATE=1593000, GLOBAL_MEMORY_BUS_WIDTH=5120,
+                 MAX_SHARED_MEMORY_PER_MULTIPROCESSOR=233472, L2_CACHE_SIZE=52428800)
+    pcie = cost.gpu_named("NVIDIA H100 PCIe", 114, lambda: props)
+    assert pcie.sms == 114 and pcie.hbm_datasheet == 2 * 1593e6 * 640
+    assert pcie.hbm_bytes_s == pytest.approx(cost.COPY_SHARE * pcie.hbm_datasheet)
+    assert pcie.peak_flops == pytest.approx(cost.PEAK_SHARE * 4096 * 1.755e9 * 114)
+    with pytest.raises(ValueError, match="properties"):
+        cost.gpu_named("NVIDIA H100 PCIe", 114)
+    # the model's choice moves with the GPU: the H200's bandwidth makes memory-bound shapes cheaper
+    from numba_tc import hopper
+    cfg = cost.pick_config(hopper.RUNG7_CONFIGS, 64, 8192, 8192, False, cost.H100)[0]
+    assert cost.estimate(cfg, 64, 8192, 8192, 1, cost.H200) < cost.estimate(cfg, 64, 8192, 8192, 1, cost.H100)

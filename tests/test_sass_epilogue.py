@@ -13,6 +13,11 @@ from conftest import SIM
 pytestmark = [pytest.mark.skipif(SIM, reason="the simulator has no compiler"), pytest.mark.sass]
 
 
+def _kernel(*args):
+    """The Hopper kernel of ``hopper.KernelSpec(*args)``."""
+    return hopper.wgmma_kernel(hopper.KernelSpec(*args))
+
+
 @cuda.jit(device=True)
 def _resid(acc, row, col, res, scale):
     return acc + scale * res[row, col]
@@ -28,8 +33,8 @@ SPECS = {"plain": PLAIN, "bias_gelu": Epilogue(bias=("bfloat16", "col"), activat
 
 @pytest.fixture(scope="module")
 def hopper_cubins():
-    return {name: compile_cubin(hopper.wgmma_kernel(hopper.RUNG7, "bfloat16", "bfloat16", False, True, True, True,
-                                                    spec)) for name, spec in SPECS.items()}
+    return {name: compile_cubin(_kernel(hopper.RUNG7, "bfloat16", "bfloat16", False, True, True, True,
+                                        spec)) for name, spec in SPECS.items()}
 
 
 @pytest.mark.parametrize("name", ["bias_gelu", "bias_gelu_fast", "resid", "all"])
@@ -69,7 +74,7 @@ def test_a_staged_epilogue_array_is_copied_ahead_and_read_from_shared_memory(hop
                                         _resid))
     cfg = hopper.staged_config(hopper.RUNG7, staged, out)
     assert bool(cfg.epi_held) == (out == "bfloat16")
-    c = compile_cubin(hopper.wgmma_kernel(cfg, "bfloat16", out, False, True, True, True, staged))
+    c = compile_cubin(_kernel(cfg, "bfloat16", out, False, True, True, True, staged))
     plain = hopper_cubins["plain"]
     assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
     assert c.count("HGMMA") == plain.count("HGMMA") * (1 + (hopper.HELD_LEAD if cfg.epi_held else 0))
@@ -85,7 +90,7 @@ def test_a_16bit_staged_epilogue_array_is_read_from_its_slots(hopper_cubins, dt)
     # load in the epilogue, no registers held, no local memory
     spec = Epilogue(user=UserFunction("resid", code_digest(_resid), (("array", dt, 2, True), ("f32",)), _resid))
     cfg = hopper.staged_config(hopper.RUNG7, spec, "bfloat16")
-    c = compile_cubin(hopper.wgmma_kernel(cfg, "bfloat16", "bfloat16", False, True, True, True, spec))
+    c = compile_cubin(_kernel(cfg, "bfloat16", "bfloat16", False, True, True, True, spec))
     plain = hopper_cubins["plain"]
     assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
     assert cfg.epi_spread and c.count("HGMMA") == plain.count("HGMMA") * (1 + hopper.HELD_LEAD)
@@ -99,7 +104,7 @@ def test_a_row_major_c_is_staged_like_an_array(hopper_cubins):
     # the epilogue, no local memory, the plain kernel's wgmma (and the tail's)
     spec = Epilogue(c=("bfloat16", False, True))
     cfg = hopper.staged_config(hopper.RUNG7, spec, "bfloat16")
-    c = compile_cubin(hopper.wgmma_kernel(cfg, "bfloat16", "bfloat16", False, True, True, True, spec))
+    c = compile_cubin(_kernel(cfg, "bfloat16", "bfloat16", False, True, True, True, spec))
     assert cfg.epi_source and cfg.epi_boxes == 0
     assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
     assert c.count("LDGSTS") > 0 and c.count("LD.E") == 0

@@ -13,8 +13,13 @@ pytestmark = pytest.mark.skipif(SIM, reason="the simulator has no compiler")
 pytestmark = [pytestmark, pytest.mark.sass]
 
 
+def _kernel(*args):
+    """The Hopper kernel of ``hopper.KernelSpec(*args)``."""
+    return hopper.wgmma_kernel(hopper.KernelSpec(*args))
+
+
 def _compile(cfg, dtype="bfloat16", ta=False, tb=False, out="bfloat16", cc=(9, 0, "a")):
-    k = hopper.wgmma_kernel(cfg, dtype, out, ta, tb, True, True)
+    k = _kernel(cfg, dtype, out, ta, tb, True, True)
     return compile_cubin(k, cc=cc)
 
 
@@ -77,8 +82,8 @@ def test_hopper_alternative_configs(cfg):
 @pytest.mark.parametrize("cfg", [hopper.RUNG7, hopper.RUNG7.replace(bn=192)], ids=["128x256", "128x192"])
 def test_the_tail_split_kernel_keeps_both_stores_out_of_local_memory(cfg):
     # whole tiles by TMA stores, the split round's partial sums by plain fp32 stores, one kernel
-    k = hopper.wgmma_kernel(cfg, "bfloat16", "bfloat16", False, False, True, True, PLAIN, False, False, None, False,
-                            False, True)
+    k = _kernel(cfg, "bfloat16", "bfloat16", False, False, True, True, PLAIN, False, False, None, False,
+                False, True)
     c = compile_cubin(k, cc=(9, 0, "a"))
     assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
     assert c.count("UTMASTG") > 0 and c.count("STG.E.64") > 0
@@ -89,8 +94,8 @@ def test_the_tail_split_kernel_keeps_both_stores_out_of_local_memory(cfg):
 def test_the_swapped_decode_tiles_use_narrow_wgmma_and_no_local_memory(cfg, split):
     # C^T = B^T A^T: B^T an mn-major A (read transposed), A^T a k-major B, m64nNk16 with N the
     # few rows of C, C's transpose stored from registers (no TMA store)
-    k = hopper.wgmma_kernel(cfg, "bfloat16", "float32" if split else "bfloat16", True, True, False, False, PLAIN,
-                            split, False, None, False, True)
+    k = _kernel(cfg, "bfloat16", "float32" if split else "bfloat16", True, True, False, False, PLAIN,
+                split, False, None, False, True)
     c = compile_cubin(k, cc=(9, 0, "a"))
     assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
     assert f"HGMMA.64x{cfg.bn}x16.F32.BF16" in c.sass and ".tnspA" in c.sass and ".tnspB" not in c.sass
@@ -113,8 +118,8 @@ def test_wgmma_needs_sm90a():
 @pytest.mark.parametrize("ta, tb", [(False, False), (True, True)])
 def test_batched_kernel_sass(cubins, ta, tb):
     # the batched kernel: 3-D TMA loads and stores, the same wgmma work, no local memory
-    c = compile_cubin(hopper.wgmma_kernel(hopper.RUNG7, "bfloat16", "bfloat16", ta, tb, True, True,
-                                          PLAIN, False, True))
+    c = compile_cubin(_kernel(hopper.RUNG7, "bfloat16", "bfloat16", ta, tb, True, True,
+                              PLAIN, False, True))
     plain = cubins["hopper"] if (ta, tb) == (False, False) else _compile(hopper.RUNG7, ta=ta, tb=tb)
     assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
     assert c.count("HGMMA") == plain.count("HGMMA") and c.registers == plain.registers
@@ -127,7 +132,7 @@ def test_batched_kernel_sass(cubins, ta, tb):
 def test_fp8_kernels(cfg, da, db, instr):
     # the fp8 warpgroup MMA, k32 steps, with its slice promoted by FADDs into fp32 accumulators
     # (one per accumulator of a consumer thread), and no local memory: both sets stay in registers
-    k = hopper.wgmma_kernel(cfg, da, "bfloat16", False, True, True, True, SCALED, False, False, db)
+    k = _kernel(cfg, da, "bfloat16", False, True, True, True, SCALED, False, False, db)
     c = compile_cubin(k, cc=(9, 0, "a"))
     assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
     # (a 256-wide tile in two n128 halves)
@@ -139,8 +144,8 @@ def test_fp8_kernels(cfg, da, db, instr):
     assert c.count("FADD") >= cfg.acc_regs                             # the K left over, a slice each)
     if cfg.promote_every > 1:
         # into fp32 or fp16 every slice is added (the grouped loop is for bf16 outputs only)
-        c1 = compile_cubin(hopper.wgmma_kernel(cfg, da, "float16" if db else "float32", False, True, True, True,
-                                               SCALED, False, False, db))
+        c1 = compile_cubin(_kernel(cfg, da, "float16" if db else "float32", False, True, True, True,
+                                   SCALED, False, False, db))
         assert c1.count("QGMMA") == turn * 4 * (cfg.wg_m // 64) and c1.spill_bytes == 0
 
 
@@ -151,8 +156,8 @@ def test_fp8_block_scaled_kernels(cfg, split):
     # block-wise scales: each slice's sum multiplied into the fp32 accumulators (FFMA, one per
     # accumulator), the scales loaded from global memory, still no local memory
     epi = BLOCK_SCALES if split else BLOCK_SCALED
-    k = hopper.wgmma_kernel(cfg, "float8_e4m3fn", "float32" if split else "bfloat16", False, True, True,
-                            not split, epi, split)
+    k = _kernel(cfg, "float8_e4m3fn", "float32" if split else "bfloat16", False, True, True,
+                not split, epi, split)
     c = compile_cubin(k, cc=(9, 0, "a"))
     assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
     turn = hopper.promoted_turn(True, cfg.cluster)                              # (slices a turn)
@@ -163,19 +168,19 @@ def test_fp8_block_scaled_kernels(cfg, split):
 
 def test_fp8_reads_k_major_operands_only():
     with pytest.raises(ValueError, match="k-major only"):
-        hopper.wgmma_kernel(hopper.FP8_CONFIGS[0], "float8_e4m3fn", "bfloat16", False, False, True, True, SCALED)
+        _kernel(hopper.FP8_CONFIGS[0], "float8_e4m3fn", "bfloat16", False, False, True, True, SCALED)
 
 
 @pytest.mark.parametrize("cfg", hopper.RUNG7_CONFIGS[:4], ids=lambda c: f"{c.bm}x{c.bn}")
 def test_tf32_kernels(cfg):
     # float32 arrays as tf32: the k8 warpgroup MMA on fp32 values in shared memory, 4 steps of a
     # 128-byte K slice (32 elements), no transpose (k-major only), no local memory
-    c = compile_cubin(hopper.wgmma_kernel(cfg, "tf32", "float32", False, True, True, True), cc=(9, 0, "a"))
+    c = compile_cubin(_kernel(cfg, "tf32", "float32", False, True, True, True), cc=(9, 0, "a"))
     assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
     assert f"HGMMA.64x{cfg.bn}x8.F32.TF32" in c.sass and ".tnsp" not in c.sass
     assert c.count("HGMMA") == 4 * (cfg.wg_m // 64)
     with pytest.raises(ValueError, match="k-major only"):
-        hopper.wgmma_kernel(cfg, "tf32", "float32", False, False, True, True)
+        _kernel(cfg, "tf32", "float32", False, False, True, True)
 
 
 @pytest.mark.parametrize("cfg", [hopper.RUNG7, hopper.RUNG7.replace(bm=64, consumers=1),
@@ -187,8 +192,8 @@ def test_tf32_a_read_through_registers(cfg):
     # descriptor); each k8 step its own group, the group 4 back waited for before its loads
     # (DEPBAR.LE 3); the swapped kernel stores C's transpose one element at a time from registers
     for trans_c in (False, True):
-        k = hopper.wgmma_kernel(cfg, "tf32", "float32", True, True, False, False, PLAIN, False, False, None, False,
-                                trans_c)
+        k = _kernel(cfg, "tf32", "float32", True, True, False, False, PLAIN, False, False, None, False,
+                    trans_c)
         c = compile_cubin(k, cc=(9, 0, "a"))
         assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
         mi = cfg.wg_m // 64
@@ -208,20 +213,20 @@ def test_tf32_n_major_b_copied_by_the_producer(cfg):
     # async proxy before it arrives; the same HGMMA, registers only (the producer's code runs at
     # its setmaxnreg count)
     for split in (False, True):
-        c = compile_cubin(hopper.wgmma_kernel(cfg, "tf32", "float32", False, False, True, not split, PLAIN, split,
-                                              False, None, True), cc=(9, 0, "a"))
+        c = compile_cubin(_kernel(cfg, "tf32", "float32", False, False, True, not split, PLAIN, split,
+                                  False, None, True), cc=(9, 0, "a"))
         assert c.local_memory_ops == 0 and c.spill_bytes == 0, c.link_log
         assert f"HGMMA.64x{cfg.bn}x8.F32.TF32" in c.sass and c.count("HGMMA") == 4 * (cfg.wg_m // 64)
         blocks = cfg.bn // 64                                   # 4 x 4 blocks a thread transposes a slice
         assert c.count("LDGSTS.E.BYPASS.128") >= cfg.bn // 16 and c.count("LDS.128") >= 4 * blocks
         assert c.count("STS.128") >= 4 * blocks and c.count("F2FP.TF32.F32") >= 16 * blocks
-    plain = compile_cubin(hopper.wgmma_kernel(cfg, "tf32", "float32", False, True, True, True), cc=(9, 0, "a"))
+    plain = compile_cubin(_kernel(cfg, "tf32", "float32", False, True, True, True), cc=(9, 0, "a"))
     assert plain.count("LDGSTS") == 0 and plain.count("F2FP.TF32.F32") == 0
     with pytest.raises(ValueError, match="n-major tf32 B"):
-        hopper.wgmma_kernel(cfg, "tf32", "float32", False, True, True, True, PLAIN, False, False, None, True)
+        _kernel(cfg, "tf32", "float32", False, True, True, True, PLAIN, False, False, None, True)
     with pytest.raises(ValueError, match="staged"):
-        hopper.wgmma_kernel(cfg.replace(staged=False), "tf32", "float32", False, False, True, True, PLAIN, False,
-                            False, None, True)
+        _kernel(cfg.replace(staged=False), "tf32", "float32", False, False, True, True, PLAIN, False,
+                False, None, True)
 
 
 @pytest.mark.parametrize("item, vec", [(1, True), (4, True), (1, False), (4, False)])

@@ -195,13 +195,13 @@ extern "C" __device__ int lds_u32(u32* ret, int saddr) {
     return 0;
 }
 // Two adjacent floats from shared memory (ld.shared.v2.f32, PTX ISA 9.7.9.8): a staged epilogue
-// array's column pair (``hopper._stager``), 8 bytes a lane.
+// array's column pair (``hopper.staging._stager``), 8 bytes a lane.
 extern "C" __device__ int lds_v2f32(int* ret, float* f, int off, int saddr) {
     asm volatile("ld.shared.v2.f32 {%0,%1}, [%2];\n" : "=f"(f[off]), "=f"(f[off + 1]) : "r"(saddr));
     return 0;
 }
 // Two adjacent floats from global memory to registers (ld.global.v2.f32, PTX ISA 9.7.9.8): a
-// staged epilogue array's column pair held in registers (``hopper._stager``), loaded slices
+// staged epilogue array's column pair held in registers (``hopper.staging._stager``), loaded slices
 // before the epilogue reads it; volatile, so that it stays where the mainloop issues it.
 extern "C" __device__ int ldg_v2f32(int* ret, float* f, int off, i64 gaddr) {
     asm volatile("ld.global.v2.f32 {%0,%1}, [%2];\n" : "=f"(f[off]), "=f"(f[off + 1]) : "l"(gaddr));
