@@ -69,6 +69,7 @@ def fake_gpu(monkeypatch):
     monkeypatch.setattr(driver, "capability", lambda dev: (9, 0))
     monkeypatch.setattr(driver, "smem_optin", lambda dev: 232448)
     monkeypatch.setattr(driver, "device_count", lambda: 2)
+    monkeypatch.setattr(driver, "device_name", lambda dev: "NVIDIA H100 80GB HBM3")
     monkeypatch.setattr(driver, "on_device", lambda dev: contextlib.nullcontext())
     monkeypatch.setattr(runtime, "current_stream", lambda kind, dev: 0)
     monkeypatch.setattr(plan.Plan, "run", lambda self, values, stream: None)

@@ -163,8 +163,8 @@ _HOPPER_BUILD = """
 
     for fn in (broken, pair):
         user = UserFunction(fn.__name__, code_digest(fn), (), fn)
-        kernel = hopper.wgmma_kernel(hopper.RUNG7, "bfloat16", "bfloat16", False, True, True, True,
-                                     Epilogue(user=user, fast=True))
+        kernel = hopper.wgmma_kernel(hopper.KernelSpec.product(hopper.RUNG7, "bfloat16", "bfloat16", False, True,
+                                                               tma_c=True, epi=Epilogue(user=user, fast=True)))
         t = time.perf_counter()
         try:                                        # the function alone first, as a GPU call does
             with user_epilogue.before_build(user):
