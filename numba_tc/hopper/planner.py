@@ -12,7 +12,7 @@ from ..layout import compute_dtype
 from ..plan import Step
 from ..schedule import balanced_workers, cdiv
 from ..tensormap import encode, tma_requirements, tma_rows_fast
-from .cost import ASYNC_ROWS, Gpu, estimate, gpu_of, pick_config, pick_tail, split_units, tail_units
+from .cost import ASYNC_ROWS, GPUS, Gpu, estimate, gpu_of, pick_config, pick_tail, split_units, tail_units
 from .kernel import wgmma_kernel
 from .mma import KMAJOR_ONLY
 from .operands import (_NO_MAP, _b_by_producer, _gather_step, _kmajor, _lines, _narrow_swap, _needs_kmajor_copy,
@@ -169,9 +169,16 @@ def _plan(*cfgs: WgmmaConfig, readable: bool = False, split: bool = False, split
         if batch is not None:
             ok = readable and kdt not in KMAJOR_ONLY
             return _batched_steps(cfgs, a, b, c, dev, epi, batch, resident, policy) if ok else None
-        choice = _choose(rung, a, b, c, kdt, rung.pool(a, kdt, epi), gpu_of(dev), resident, policy)
+        choice = _choose(rung, a, b, c, kdt, rung.pool(a, kdt, epi), _gpu(dev, policy), resident, policy)
         return _steps(choice, a, c, kdt, epi, dev, resident, policy)
     return plan
+
+
+def _gpu(dev: int, policy: Policy) -> Gpu:
+    """The figures the cost model plans with: the device's (``gpu_of``), or ``policy.cost_gpu``'s."""
+    if policy.cost_gpu is None:
+        return gpu_of(dev)
+    return next(g for g in GPUS if g.name == policy.cost_gpu)
 
 
 def _choose(rung: _Rung, a, b, c, kdt: str, pool, gpu: Gpu, resident, policy: Policy) -> _Choice:
@@ -348,7 +355,7 @@ def _batched_steps(cfgs, a, b, c, dev, epi, batch, resident, policy: Policy):
     if not pool or any(tma_requirements(x.ptr, x.ld, x.itemsize) or (z * x.itemsize) % 16 for x, z in strides):
         return None
     m, n, kk = c.rows, c.cols, a.cols
-    cfg = _batched_tile(pool, m, n, kk, batch.count, gpu_of(dev), c.itemsize, policy)
+    cfg = _batched_tile(pool, m, n, kk, batch.count, _gpu(dev, policy), c.itemsize, policy)
     ec = output_map(cfg, c)
     if ec is None:
         return None

@@ -8,10 +8,11 @@ one policy's plan to another (``Policy.key``).
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import dataclass, fields, replace
 from typing import Optional, Union
 
-__all__ = ["Policy", "DEFAULT", "current", "set_policy", "using"]
+__all__ = ["Policy", "DEFAULT", "current", "set_policy", "using", "from_environment"]
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,12 @@ class Policy:
     may be.
     staged: an epilogue array read at [row, col] staged in shared memory (``planner.staged_config``).
     narrow_pingpong: a batched product of one 128-wide column on ping-pong consumers
-    (``tiles.NARROW_N``)."""
+    (``tiles.NARROW_N``).
+    cost_gpu: the cost model plans with this GPU's figures (a ``cost.GPUS`` entry's name, e.g.
+    "H100 SXM") instead of the device's own (None): A/B of one GPU's figures on another.
+
+    ``NUMBA_TC_POLICY`` ("field=value,...", e.g. "tail=False,cost_gpu=H100 SXM") sets the current
+    policy when the package is imported, so that an A/B run compares two processes."""
     async_b: bool = True
     regs_a: bool = True
     slow_rows_copy: Union[None, bool, str] = None
@@ -39,6 +45,7 @@ class Policy:
     swap: Optional[bool] = None
     staged: bool = True
     narrow_pingpong: bool = True
+    cost_gpu: Optional[str] = None
 
     def __post_init__(self):
         for f in ("async_b", "regs_a", "staged", "narrow_pingpong"):
@@ -50,6 +57,10 @@ class Policy:
             raise ValueError(f"Policy.tail={self.tail!r}: None, False or a number of splits (2 or more)")
         if self.swap not in (None, False, True):
             raise ValueError(f"Policy.swap={self.swap!r}: None, False or True")
+        if self.cost_gpu is not None:
+            from .cost import GPUS
+            if self.cost_gpu not in [g.name for g in GPUS]:
+                raise ValueError(f"Policy.cost_gpu={self.cost_gpu!r}: None or one of {[g.name for g in GPUS]}")
 
     def replace(self, **changes) -> "Policy":
         return replace(self, **changes)
@@ -61,7 +72,28 @@ class Policy:
 
 
 DEFAULT = Policy()
-_CURRENT = [DEFAULT]
+
+
+def _value(text: str):
+    """A policy field's value as ``NUMBA_TC_POLICY`` writes it."""
+    return {"None": None, "True": True, "False": False}.get(text, int(text) if text.isdigit() else text)
+
+
+def from_environment(text: Optional[str]) -> Policy:
+    """The policy ``NUMBA_TC_POLICY`` names ("field=value,..."; empty or unset: the default)."""
+    if not text:
+        return DEFAULT
+    names = {f.name for f in fields(Policy)}
+    changes = {}
+    for part in text.split(","):
+        field, sep, value = part.partition("=")
+        if not sep or field.strip() not in names:
+            raise ValueError(f"NUMBA_TC_POLICY={text!r}: 'field=value,...' with fields {sorted(names)}")
+        changes[field.strip()] = _value(value.strip())
+    return DEFAULT.replace(**changes)
+
+
+_CURRENT = [from_environment(os.environ.get("NUMBA_TC_POLICY"))]
 
 
 def current() -> Policy:
