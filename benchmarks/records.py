@@ -89,6 +89,7 @@ class Row(NamedTuple):
     pick: Callable[[dict], bool]
     value: Callable[[List[dict]], tuple]    # records -> (text, ratio or None for the picture)
     reference: str
+    latest: bool = False         # only the records of the newest record's commit
 
 
 def _nn(r):
@@ -135,6 +136,22 @@ def tokens(rows):
     return f"**{r['ratio']:.3f}x** tokens/s", r["ratio"]
 
 
+def span(label, key="ratio"):
+    """The lowest and highest ratio (field ``key``), then each record's (its ``label`` and ratio)."""
+    def value(rows):
+        ratios = [r[key] for r in rows]
+        each = ", ".join(f"{label(r) if callable(label) else r[label]} {r[key]:.2f}" for r in rows)
+        return f"**{min(ratios):.2f}-{max(ratios):.2f}x** ({each})", geomean(ratios)
+    return value
+
+
+def sampled(subset, what):
+    def value(rows):
+        r = rows[-1]
+        return f"**{r['geomean']:.3f}x** geomean, 10th percentile {r['p10']:.3f} ({r['count']} {what})", r["geomean"]
+    return value
+
+
 HEADLINE = [
     Row("`gemm` (`variant=\"auto\"`), bf16", shapes("shapes: square, ragged, decode, huge K"), "",
         lambda r: r.get("variant") == "auto" and r.get("dtype") == "bfloat16" and _nn(r) and r.get("ratio"),
@@ -164,6 +181,18 @@ HEADLINE = [
     Row("batched products", shapes("shapes, attention- and MoE-like"), "features", feature("batched"),
         lambda rows: (f"**{geomean([r['ratio'] for r in rows]):.3f}x** geomean, lowest "
                       f"{min(r['ratio'] for r in rows):.3f}", geomean([r["ratio"] for r in rows])), "`torch.bmm`"),
+    Row("real models' training steps, every linear layer patched", "GPT-2 small, BERT-base, a Llama-style "
+        "decoder, ViT-B/16; bf16 autocast, AdamW", "models", lambda r: r.get("kind") == "train" and r.get("ratio"),
+        span("model"), "the same model in torch", True),
+    Row("products drawn as real models make them (the sampler)", "linear layers' forward, dX and dW; bf16",
+        "models", lambda r: r.get("kind") == "sampled" and r.get("subset") == "2d" and r.get("dtype") == "bfloat16",
+        sampled("2d", "problems"), "cuBLAS", True),
+    Row("attention-shaped batched products (the sampler)", "any sequence length; bf16", "models",
+        lambda r: r.get("kind") == "sampled" and r.get("subset") == "attention" and r.get("dtype") == "bfloat16",
+        sampled("attention", "problems"), "`torch.bmm`", True),
+    Row("int4 weights (group 128) x bf16 activations, batch 1", "4 Llama-class weights, 4096^2 to 8192x28672",
+        "features", lambda r: r.get("feature") == "quantized" and r.get("format") == "int4" and r.get("batch") == 1
+        and r.get("group") == 128, span(lambda r: f"{r['k']}x{r['n']}", "ratio_bf16"), "cuBLAS bf16 on the dequantized weight", True),
     Row("GPT-2 small training step, every linear layer patched",
         lambda rows: f"bf16 autocast, {rows[-1]['tokens_per_step']} tokens a step", "torch",
         lambda r: r.get("kind") == "train", lambda rows: one_ratio(rows, False), "the same model in torch"),
@@ -180,6 +209,8 @@ def headline():
         gpu, rows = newest(row.kind, row.pick)
         if not rows:
             continue
+        if row.latest:
+            rows = [r for r in rows if r["commit"] == rows[-1]["commit"]]
         text, ratio = row.value(rows)
         problem = row.problem(rows) if callable(row.problem) else row.problem
         lines.append(f"| {row.what} | {problem} | {text} | {row.reference} | {where(gpu, rows)} |")

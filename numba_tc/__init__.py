@@ -3,7 +3,7 @@
 ``numba_tc.gemm(a, b, variant=...)`` multiplies; ``numba_tc.variants()`` lists the rungs;
 ``python -m numba_tc`` benchmarks them against cuBLAS (or runs the simulator demo without a GPU).
 """
-from . import fp8, sass
+from . import fp8, quant, sass
 from .api import (device_capability, explain, gemm, get_variant, register, registered, unregister, variant_from,
                   variants)
 from .aot import precompile
@@ -13,5 +13,5 @@ from .errors import CaptureError, ConfigError, CudaError, EpilogueError, NoGPUEr
 __version__ = "0.1.0"
 __all__ = ["gemm", "explain", "variants", "get_variant", "register", "unregister", "registered", "variant_from",
            "precompile", "Variant", "SimtConfig", "MmaConfig", "WgmmaConfig", "ConfigError", "NoGPUError",
-           "UnsupportedDeviceError", "CudaError", "CaptureError", "EpilogueError", "device_capability", "sass", "fp8",
+           "UnsupportedDeviceError", "CudaError", "CaptureError", "EpilogueError", "device_capability", "sass", "fp8", "quant",
            "__version__"]
