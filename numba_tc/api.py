@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Optional, Union
 
 from . import batch, calls
+# (_CALLS, _BATCHED, _epilogue_facts, operand_facts: read here by qproduct and benchmarks/models.py)
 from .calls import _BATCHED, _CALLS, _epilogue_facts, _epilogue_of, operand_facts, product  # noqa: F401
 from .config import Variant
 from .errors import EpilogueError, NoGPUError, UnsupportedDeviceError
