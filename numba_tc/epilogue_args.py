@@ -291,7 +291,7 @@ def _bias_matrix(x, kind, d, stream):
 
 def _copyable(dtype: str, item: int, addr: int, pitch: int, m: int, n: int) -> bool:
     """Whether a kernel may copy an (m, n) array of ``dtype`` with contiguous rows ``pitch``
-    elements apart from ``addr`` into shared memory by 16-byte copies (``hopper._stager``):
+    elements apart from ``addr`` into shared memory by 16-byte copies (``hopper.staging._stager``):
     float32 or 16-bit, its address, row pitch and rows 16-byte multiples."""
     return (not SIMULATOR and dtype in ("float32", "float16", "bfloat16") and n * item % 16 == 0
             and addr % 16 == 0 and (m == 1 or pitch * item % 16 == 0))
