@@ -25,7 +25,7 @@ cuda.core where it costs at most 1 us a call more): a loaded numba_tc kernel (wa
 int64 parameters) launched by ``driver.launch`` (parameters packed once, and packed each call)
 and by ``cuda.core.launch`` with a ``LaunchConfig``; a cubin loaded and its kernel found
 (cuModuleLoadData + cuModuleGetFunction against ``ObjectCode.from_cubin(...).get_kernel``); a
-bf16 tensor map encoded (``tensormap.encode`` against ``StridedMemoryView.as_tensor_map``, where
+fp16 tensor map encoded (``tensormap.encode`` against ``StridedMemoryView.as_tensor_map``, where
 cuda.core has it). Prints a table; ``{"kind": "cuda_core", "what", "path", "us", "best_us",
 "difference_us", "within"}`` records (an ``error`` where cuda.core lacks the call). Under a minute:
 
@@ -213,6 +213,8 @@ def _warptile_step():
     numba_tc.gemm(a, b, variant="warptile")
     call = calls._lookup(a, b, "warptile", None, None, False, "torch", None)[0]
     step = call.plan.steps[0]
+    if len(call.plan.steps) != 1 or step.workspace:
+        raise RuntimeError(f"warptile at 64^3 planned {call.plan.describe()!r}: one launch without scratch expected")
     out = torch.empty(64, 64, device="cuda")
     return step, step.args(a.data_ptr(), b.data_ptr(), out.data_ptr(), 0), call.device, (a, b, out)
 
@@ -289,17 +291,18 @@ def _loads(core, dev, meta) -> list:
 
 
 def _maps(core, meta) -> list:
-    """A 2-D bf16 tensor map of a 4096^2 matrix in 64x64 boxes, 128B swizzle: ``tensormap.encode``
+    """A 2-D fp16 tensor map of a 4096^2 matrix in 64x64 boxes, 128B swizzle: ``tensormap.encode``
     (cuTensorMapEncodeTiled through ctypes; its cache emptied each call) against cuda.core's
-    ``StridedMemoryView.as_tensor_map`` where this cuda.core has it."""
+    ``StridedMemoryView.as_tensor_map`` where this cuda.core has it (its view made once: a lower
+    bound of what a new operand would cost it, which needs a view of its own)."""
     import torch
     from numba_tc import tensormap
-    t = torch.empty(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    t = torch.empty(4096, 4096, device="cuda", dtype=torch.float16)
     p = t.data_ptr()
 
     def ours():
         tensormap._CACHE.clear()
-        tensormap.encode(p, "bfloat16", 4096, 4096, 4096, 64, 64)
+        tensormap.encode(p, "float16", 4096, 4096, 4096, 64, 64)
     recs = [dict(what="tensor map", path="driver", **_round_us(ours, CORE_MAPS, 3, lambda: None))]
     try:
         from cuda.core.utils import StridedMemoryView
@@ -324,7 +327,10 @@ def cuda_core_records(meta) -> list:
     launches, module loads and tensor maps, with each pair's difference and whether it is within
     ``ADOPT_US`` (issue 54's rule for adopting cuda.core). Under a minute."""
     import torch
-    core, version = _core()
+    try:
+        core, version = _core()
+    except ImportError as e:                         # (today's figures alone, and why)
+        core, version = None, f"not installed ({e})"
     meta = dict(meta, cuda_core=version)
     stream = torch.cuda.current_stream().cuda_stream
     recs = _launches(core, stream, meta) + _loads(core, torch.cuda.current_device(), meta) + _maps(core, meta)
