@@ -9,7 +9,7 @@ per-tensor scales of the same matrices (issue 20's reference). ``--kernels``: th
 ``--fp32 M,N,K``: first, each per-tensor candidate's rel_err with fp32 out at that shape, beside
 ``_scaled_mm``'s (bf16 out rounds away the accumulation's error; fp32 out shows it); ``--err-dtype
 float16``: with that output instead. A kernel into fp32 or fp16 adds every slice whatever its
-``promote_every`` (``hopper._promoted_mainloop``).
+``promote_every`` (``hopper.promotion._promoted_mainloop``).
 
     python benchmarks/ab_fp8.py [--shapes 4096,4096,4096 8192,8192,8192] [--block] [--also SPEC ..] [--kernels]
                                 [--fp32 M,N,K [--err-dtype float16]]

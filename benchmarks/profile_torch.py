@@ -5,7 +5,7 @@
 1. train: step wall time, and the host's time to issue a step (the time until the last launch
    is queued, before the synchronization): a host-bound step issues about as long as it runs.
    torch.profiler tables (GPU time per kernel, host time per operator) for one step each.
-2. the products a numba_tc step runs (recorded at ``api._gemm_gpu``: shapes, layouts, bias),
+2. the products a numba_tc step runs (recorded at ``numba_tc.calls._gemm_gpu``: shapes, layouts, bias),
    each timed alone against torch's product of the same views (``torch.addmm`` / ``matmul``),
    interleaved, CUDA events.
 3. decode: ms a token at batch 1 and 16 with torch, with numba_tc, with numba_tc's layers on their
@@ -35,6 +35,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 
 import numba_tc.api as api          # noqa: E402
+import numba_tc.calls as ntc_calls  # noqa: E402
 import numba_tc.torch as ntt        # noqa: E402
 import train_gpt as tg              # noqa: E402
 
@@ -99,7 +100,7 @@ def train_profile(args, out):
 def product_census(model, x, out):
     """Every product of one numba_tc step, timed alone against torch's."""
     calls = {}
-    orig = api._gemm_gpu
+    orig = ntc_calls._gemm_gpu
 
     def spy(a, b, variant, o, out_dtype, stream, allow_tf32, kind, epi):
         if kind == "torch":
@@ -108,13 +109,13 @@ def product_census(model, x, out):
             calls[key] = calls.get(key, 0) + 1
         return orig(a, b, variant, o, out_dtype, stream, allow_tf32, kind, epi)
 
-    api._gemm_gpu = spy
+    ntc_calls._gemm_gpu = spy
     opt = torch.optim.SGD(model.parameters(), lr=0.0)
     ntt.patch(model)
     try:
         _step(model, x, opt)
     finally:
-        api._gemm_gpu = orig
+        ntc_calls._gemm_gpu = orig
         ntt.unpatch(model)
     torch.cuda.synchronize()
     _say(out, "--- the products of one numba_tc step, each alone (CUDA events, interleaved) ---",
@@ -154,7 +155,7 @@ def product_census(model, x, out):
               f"(ratio {tot_t / tot_o:.3f})")
 
 
-_GEMM = api.gemm
+_GEMM = ntc_calls.product
 _INFERENCE = ntt._inference
 
 
@@ -172,7 +173,8 @@ def _general(x, w, bias, cache):
 
 
 def _torch_product(a, b, variant="auto", *, bias=None, **kw):
-    """torch's product in ``api.gemm``'s place (decode's "glue" mode)."""
+    """torch's product in ``numba_tc.calls.product``'s place, which ``numba_tc.torch``'s layer calls (decode's
+    "glue" mode)."""
     return torch.mm(a, b) if bias is None else torch.addmm(bias, a, b)
 
 
@@ -187,13 +189,13 @@ def decode_profile(args, model, out):
             if who != "torch":
                 ntt.patch(model)
             if who == "glue":                            # numba_tc's layer around torch's product
-                api.gemm = _torch_product
+                ntc_calls.product = _torch_product
             if who in ("glue", "general"):               # the layer's general path (no inference path)
                 ntt._inference = _no_inference
             try:
                 _, sec, _ = tg.decode(model, prompt, 64, dev)
             finally:
-                api.gemm = _GEMM
+                ntc_calls.product = _GEMM
                 ntt._inference = _INFERENCE
                 ntt.unpatch(model)
             best.setdefault(who, []).append(sec / 64 * 1e3)

@@ -20,6 +20,17 @@ the kernels that call still had to compile (0 when the ahead-of-time set is comp
 
     python benchmarks/runtime.py --modes aot --json benchmarks/results/runtime_h100.json
 
+--modes cuda_core: per call, today's path against cuda.core's, for issue 54's decision (adopt
+cuda.core where it costs at most 1 us a call more): a loaded numba_tc kernel (warptile, 64^3,
+int64 parameters) launched by ``driver.launch`` (parameters packed once, and packed each call)
+and by ``cuda.core.launch`` with a ``LaunchConfig``; a cubin loaded and its kernel found
+(cuModuleLoadData + cuModuleGetFunction against ``ObjectCode.from_cubin(...).get_kernel``); a
+fp16 tensor map encoded (``tensormap.encode`` against ``StridedMemoryView.as_tensor_map``, where
+cuda.core has it). Prints a table; ``{"kind": "cuda_core", "what", "path", "us", "best_us",
+"difference_us", "within"}`` records (an ``error`` where cuda.core lacks the call). Under a minute:
+
+    python benchmarks/runtime.py --modes cuda_core --json benchmarks/results/runtime_h200.json
+
 The records of the modes run replace those of the same modes in the --json file; the others
 there are kept.
 """
@@ -145,7 +156,207 @@ def aot_records(meta, which):
     return out
 
 
+# ---------------------------------------------------------------------------------------------
+# --modes cuda_core: today's driver path against cuda.core's, per call
+
+CORE_CALLS = 200          # launches a round (enqueued without waiting: the host's cost alone)
+CORE_ROUNDS = 15
+CORE_LOADS = 40           # module loads
+CORE_MAPS = 2000          # tensor maps encoded
+ADOPT_US = 1.0            # issue 54: adopt cuda.core where it costs at most 1 us a call more
+
+
+def _core():
+    """cuda.core's namespace (the package, or its older ``experimental`` one) and its version."""
+    import importlib
+    try:
+        import cuda.core as core
+        if hasattr(core, "launch"):
+            return core, getattr(core, "__version__", "?")
+    except ImportError:
+        pass
+    core = importlib.import_module("cuda.core.experimental")
+    import cuda.core
+    return core, getattr(cuda.core, "__version__", "?")
+
+
+class _Handle:
+    """A raw CUstream as cuda.core's stream protocol gives one."""
+
+    def __init__(self, handle: int):
+        self.handle = handle
+
+    def __cuda_stream__(self):
+        return (0, self.handle)
+
+
+def _round_us(fn, calls: int, rounds: int, sync) -> dict:
+    """Per-call microseconds of ``fn()`` (``calls`` a round, then ``sync()``): median and best."""
+    per = []
+    for _ in range(rounds):
+        sync()
+        t = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        per.append((time.perf_counter() - t) / calls * 1e6)
+    sync()
+    return {"us": round(statistics.median(per), 3), "best_us": round(min(per), 3)}
+
+
+def _warptile_step():
+    """A loaded numba_tc kernel of int64 parameters only (warptile, 64^3 float32 on torch
+    tensors) and the values of one launch: (step, packed parameter values, device)."""
+    import torch
+    import numba_tc
+    from numba_tc import calls
+    a, b = (torch.randn(64, 64, device="cuda") for _ in range(2))
+    numba_tc.gemm(a, b, variant="warptile")
+    call = calls._lookup(a, b, "warptile", None, None, False, "torch", None)[0]
+    step = call.plan.steps[0]
+    if len(call.plan.steps) != 1 or step.workspace:
+        raise RuntimeError(f"warptile at 64^3 planned {call.plan.describe()!r}: one launch without scratch expected")
+    out = torch.empty(64, 64, device="cuda")
+    return step, step.args(a.data_ptr(), b.data_ptr(), out.data_ptr(), 0), call.device, (a, b, out)
+
+
+def _launches(core, stream_handle, meta) -> list:
+    """Launch of one loaded kernel: ``driver.launch`` with parameters packed once (what a repeated
+    call runs), packing included, and cuda.core's ``launch`` with a ``LaunchConfig`` (its
+    arguments converted per call, as it does)."""
+    import torch
+    from numba_tc import driver
+    step, values, dev, keep = _warptile_step()
+    (grid, block), sync = step._dims, torch.cuda.synchronize
+    p = step.params()
+    addr = p.pack(values)
+    recs = []
+    with driver.on_device(dev):
+        recs.append(dict(what="launch", path="driver", **_round_us(
+            lambda: driver.launch(step.fn, grid, block, step.smem, stream_handle, addr), CORE_CALLS, CORE_ROUNDS, sync)))
+        recs.append(dict(what="launch, parameters packed each call", path="driver", **_round_us(
+            lambda: driver.launch(step.fn, grid, block, step.smem, stream_handle, p.pack(values)),
+            CORE_CALLS, CORE_ROUNDS, sync)))
+        try:
+            dv = core.Device(dev)
+            dv.set_current()
+            kernel = _core_kernel(core, step.fn)
+            stream = (core.Stream.from_handle(stream_handle) if hasattr(core.Stream, "from_handle")
+                      else dv.create_stream(_Handle(stream_handle)))
+            cfg = core.LaunchConfig(grid=(grid[0], grid[1], 1), block=(block[0], block[1], 1), shmem_size=step.smem)
+            args = tuple(int(v) for v in values)
+            core.launch(stream, cfg, kernel, *args)
+            recs.append(dict(what="launch", path="cuda_core", **_round_us(
+                lambda: core.launch(stream, cfg, kernel, *args), CORE_CALLS, CORE_ROUNDS, sync)))
+        except Exception as e:                      # (an API this version lacks: said, not hidden)
+            recs.append(dict(what="launch", path="cuda_core", error=f"{type(e).__name__}: {e}"))
+    del keep
+    return [dict(r, kind="cuda_core", kernel=step.kernel.name, grid=list(grid), block=list(block),
+                 params=len(values), **meta) for r in recs]
+
+
+def _core_kernel(core, fn):
+    """cuda.core's Kernel of a loaded numba_tc kernel: its cubin loaded through cuda.core (its
+    ``Kernel.from_handle`` takes a CUkernel, and ``driver.load`` holds a module's CUfunction)."""
+    from numba_tc.build import ENTRY, cubin
+    from numba_tc.driver import arch, capability
+    return core.ObjectCode.from_cubin(cubin(fn.kernel, arch(capability(fn.device)))).get_kernel(ENTRY)
+
+
+def _loads(core, dev, meta) -> list:
+    """A cubin loaded and its kernel found: cuModuleLoadData + cuModuleGetFunction (driver.load's
+    calls; the module unloaded after) against cuda.core's ObjectCode.from_cubin + get_kernel."""
+    from cuda.bindings import driver as cu
+    from numba_tc import driver
+    from numba_tc.build import ENTRY, cubin
+    step = _warptile_step()[0]
+    image = cubin(step.kernel, driver.arch(driver.capability(dev)))
+    recs = []
+
+    def ours():
+        mod = driver.check(cu.cuModuleLoadData(image), "cuModuleLoadData")
+        driver.check(cu.cuModuleGetFunction(mod, ENTRY.encode()), "cuModuleGetFunction")
+        driver.check(cu.cuModuleUnload(mod), "cuModuleUnload")
+
+    def theirs():
+        k = core.ObjectCode.from_cubin(image).get_kernel(ENTRY)
+        getattr(k, "attributes", None)              # (a lazily loaded library is loaded by now)
+    with driver.on_device(dev):
+        recs.append(dict(what="module load", path="driver", **_round_us(ours, CORE_LOADS, 3, lambda: None)))
+        try:
+            theirs()
+            recs.append(dict(what="module load", path="cuda_core", **_round_us(theirs, CORE_LOADS, 3, lambda: None)))
+        except Exception as e:
+            recs.append(dict(what="module load", path="cuda_core", error=f"{type(e).__name__}: {e}"))
+    return [dict(r, kind="cuda_core", cubin_bytes=len(image), **meta) for r in recs]
+
+
+def _maps(core, meta) -> list:
+    """A 2-D fp16 tensor map of a 4096^2 matrix in 64x64 boxes, 128B swizzle: ``tensormap.encode``
+    (cuTensorMapEncodeTiled through ctypes; its cache emptied each call) against cuda.core's
+    ``StridedMemoryView.as_tensor_map`` where this cuda.core has it (its view made once: a lower
+    bound of what a new operand would cost it, which needs a view of its own)."""
+    import torch
+    from numba_tc import tensormap
+    t = torch.empty(4096, 4096, device="cuda", dtype=torch.float16)
+    p = t.data_ptr()
+
+    def ours():
+        tensormap._CACHE.clear()
+        tensormap.encode(p, "float16", 4096, 4096, 4096, 64, 64)
+    recs = [dict(what="tensor map", path="driver", **_round_us(ours, CORE_MAPS, 3, lambda: None))]
+    try:
+        from cuda.core.utils import StridedMemoryView
+        view = StridedMemoryView(t, -1)
+        if not hasattr(view, "as_tensor_map"):
+            raise AttributeError(f"StridedMemoryView has no as_tensor_map in cuda.core {_core()[1]}")
+        try:
+            from cuda.core._tensor_map import TensorMapSwizzle
+            swizzle = TensorMapSwizzle.SWIZZLE_128B
+        except ImportError:
+            swizzle = None
+        theirs = lambda: view.as_tensor_map((64, 64), swizzle=swizzle)     # noqa: E731
+        theirs()
+        recs.append(dict(what="tensor map", path="cuda_core", **_round_us(theirs, CORE_MAPS, 3, lambda: None)))
+    except Exception as e:
+        recs.append(dict(what="tensor map", path="cuda_core", error=f"{type(e).__name__}: {e}"))
+    return [dict(r, kind="cuda_core", **meta) for r in recs]
+
+
+def cuda_core_records(meta) -> list:
+    """Per call, today's driver path (``numba_tc.driver``, ``tensormap``) against cuda.core's for
+    launches, module loads and tensor maps, with each pair's difference and whether it is within
+    ``ADOPT_US`` (issue 54's rule for adopting cuda.core). Under a minute."""
+    import torch
+    try:
+        core, version = _core()
+    except ImportError as e:                         # (today's figures alone, and why)
+        core, version = None, f"not installed ({e})"
+    meta = dict(meta, cuda_core=version)
+    stream = torch.cuda.current_stream().cuda_stream
+    recs = _launches(core, stream, meta) + _loads(core, torch.cuda.current_device(), meta) + _maps(core, meta)
+    ours = {r["what"]: r for r in recs if r["path"] == "driver"}
+    print(f"cuda.core {version}: per call, us (median of rounds; best)")
+    print(f"{'what':<38} {'driver':>14} {'cuda.core':>14} {'difference':>11}  within {ADOPT_US} us")
+    for r in recs:
+        if r["path"] != "cuda_core":
+            continue
+        base = ours[r["what"]]
+        if "error" in r:
+            print(f"{r['what']:<38} {base['us']:>8.2f} ({base['best_us']:.2f})  not measured: {r['error']}")
+            continue
+        r["difference_us"] = round(r["us"] - base["us"], 3)
+        r["within"] = r["difference_us"] <= ADOPT_US
+        print(f"{r['what']:<38} {base['us']:>8.2f} ({base['best_us']:.2f}) {r['us']:>8.2f} ({r['best_us']:.2f}) "
+              f"{r['difference_us']:>+10.2f}  {'yes' if r['within'] else 'no'}")
+    for r in recs:
+        if r["path"] == "driver" and r["what"] not in {x["what"] for x in recs if x["path"] == "cuda_core"}:
+            print(f"{r['what']:<38} {r['us']:>8.2f} ({r['best_us']:.2f})")
+    return recs
+
+
 def _mode(rec) -> str:
+    if rec.get("kind") == "cuda_core":
+        return "cuda_core"
     if rec.get("kind") == "host_us":
         return "host"
     if rec.get("kind") == "aot_compile" or rec.get("cache") == "aot":
@@ -159,9 +370,9 @@ def main():
     ap.add_argument("--size", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--profile", action="store_true", help="also print cProfile's top functions of 2000 calls")
-    ap.add_argument("--modes", nargs="+", choices=("host", "first", "aot"), default=["host", "first"],
+    ap.add_argument("--modes", nargs="+", choices=("host", "first", "aot", "cuda_core"), default=["host", "first"],
                     help="host_us records, first calls with a cold and a warm cache, first calls after an "
-                    "ahead-of-time compile (default: host first)")
+                    "ahead-of-time compile, today's driver path against cuda.core's (default: host first)")
     ap.add_argument("--aot-variants", choices=("auto", "all"), default="auto",
                     help="what --modes aot compiles: the variants auto can pick here (default), or all")
     args = ap.parse_args()
@@ -169,7 +380,8 @@ def main():
     meta = dict(stamp(args.json), command="python benchmarks/runtime.py " + " ".join(sys.argv[1:]))
     recs = ((host_records(args.size, args.rounds, meta) if "host" in args.modes else [])
             + (first_call_records(meta) if "first" in args.modes else [])
-            + (aot_records(meta, args.aot_variants) if "aot" in args.modes else []))
+            + (aot_records(meta, args.aot_variants) if "aot" in args.modes else [])
+            + (cuda_core_records(meta) if "cuda_core" in args.modes else []))
     if args.profile:
         import cProfile
         import pstats

@@ -115,16 +115,16 @@ SECONDS_PER_KERNEL = {"simt": 8.0, "mma": 5.6, "wgmma": 3.7, "rows": 3.0}
 def auto_variants(cc, dtypes=COMMON_DTYPES) -> list:
     """The variants ``gemm(..., variant="auto")`` can pick on compute capability ``cc`` for these
     input dtypes ("tf32": float32 arrays with ``allow_tf32``): for each dtype and output dtype, its
-    candidates best first (``api.candidates``) down to the first that takes every operand (no
+    candidates best first (``registry.candidates``) down to the first that takes every operand (no
     ``auto`` rule, no ``check``)."""
-    from . import api
     from .errors import UnsupportedDeviceError
+    from .registry import candidates
     names = []
     for prec in dtypes:
         arrays = "float32" if prec == "tf32" else prec
         for out in dict.fromkeys((arrays, "bfloat16", "float32")):
             try:
-                cands = api.candidates("auto", prec, out, tuple(cc[:2]))
+                cands = candidates("auto", prec, out, tuple(cc[:2]))
             except (TypeError, UnsupportedDeviceError):
                 continue
             for v in cands:

@@ -492,7 +492,7 @@ class Variant:
     # auto(a, b, c) -> whether "auto" picks this variant for these operands (None: wherever
     # ``check`` allows); a variant named by the caller runs wherever ``check`` allows
     auto: Optional[Callable] = field(default=None, repr=False, compare=False)
-    # plan(...) takes a float32 A read as the 16-bit input dtype (``api.prepare(..., a_cast=True)``)
+    # plan(...) takes a float32 A read as the 16-bit input dtype (``prepared.prepare(..., a_cast=True)``)
     a_cast: bool = False
 
     def auto_takes(self, a, b, c) -> bool:

@@ -10,7 +10,7 @@ value, its row and column in the kernel's C, and ``ep``, a tuple of int64 kernel
 (addresses, leading dimensions, float bits, the user's scalars and array shapes). With nothing
 to do, ``apply`` returns ``v`` and compiles away.
 
-Kernels compute C^T = B^T A^T for a column-major C (``api``): the host then hands the epilogue
+Kernels compute C^T = B^T A^T for a column-major C (``calls``): the host then hands the epilogue
 C's transposed view and the bias on the other axis, and ``swap`` gives the user's function its
 own (row, col).
 
@@ -34,9 +34,10 @@ import math
 import struct
 import types as pytypes
 import weakref
+from collections import namedtuple
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 from numba import float32, float64, int64, types
 from numba.cuda import libdevice
@@ -208,27 +209,15 @@ class Epilogue:
         return self == PLAIN
 
     def slots(self) -> Tuple[str, ...]:
-        """The names of the run-time values in ``ep``, in order (at least one: a tuple is never
-        empty)."""
-        if self.plain:
-            return ("unused",)
-        out = ["M", "N"]
-        if self.scales == "tensor":
-            out += ["scale_a", "scale_b"]
-        elif self.scales == "block":          # (right after M and N: a split-K kernel takes these)
-            out += ["scale_a", "scale_a_row_stride", "scale_a_k_stride", "scale_b", "scale_b_k_stride",
-                    "scale_b_col_stride"]
-        if self.alpha:
-            out.append("alpha")
-        if self.c is not None:
-            out += ["c", "ldc", "beta"]
-        if self.bias is not None:
-            out.append("bias")
-        for i, kind in enumerate(self.user.args if self.user else ()):
-            out.append(f"u{i}")
-            if kind[0] == "array":
-                out += [f"u{i}_shape{d}" for d in range(kind[2])] + [f"u{i}_stride{d}" for d in range(kind[2])]
-        return tuple(out)
+        """The names of the run-time values in ``ep``, in order (``TERMS``; at least one: a tuple
+        is never empty)."""
+        return _slots(self)
+
+    def index(self, *names: str) -> Tuple[int, ...]:
+        """The positions in ``ep`` of the values ``names`` (``slots``): how a kernel's part other
+        than ``make``'s function (the block scaler, the stager) finds them."""
+        slots = self.slots()
+        return tuple(slots.index(x) for x in names)
 
     def loads(self) -> int:
         """Arrays the epilogue reads per element (c, bias, the user's arrays)."""
@@ -270,6 +259,139 @@ def float_bits(x: float, kind: str = "f32") -> int:
     if kind == "f32":
         return struct.unpack("<i", struct.pack("<f", x))[0]
     return struct.unpack("<q", struct.pack("<d", x))[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# The terms: one table of each term's meaning, its run-time values and how they are read
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Term:
+    """One term of the epilogue, as data. ``keywords``: ``gemm``'s arguments that give it, each
+    with its type in the torch operator's schema (None: the operator does not take it); ``run``:
+    the fields of ``Run`` a call gives it (what may change between calls with the same plan);
+    ``values(spec)``: the run-time values it adds to ``ep``, as (slot name, how the host makes
+    it: an expression of ``b``, the bound epilogue (``epilogue_args.Bound``: m, n, ldc,
+    user_shapes, scale_strides), ``run``, this call's ``Run``, and m, n, C's in the kernel's
+    coordinates) pairs; ``apply(spec, at, stage)``: the device source lines that apply it to
+    ``x`` (``at``: slot name -> ``ep[i]``; ``stage``: the slot the kernel staged, or None)."""
+    name: str
+    keywords: Tuple[Tuple[str, Optional[str]], ...]
+    run: Tuple[str, ...]
+    values: Callable
+    apply: Callable
+
+
+def _load_expr(slot: str, index: str, dtype: str) -> str:
+    kind = LOAD_KIND[dtype]
+    return f"_load32({slot}, {index})" if kind == 0 else f"_load16({slot}, {index}, {kind})"
+
+
+def _scale_values(spec):
+    if spec.scales == "tensor":
+        return ("scale_a", "run.scales[0]"), ("scale_b", "run.scales[1]")
+    if spec.scales == "block":
+        return (("scale_a", "run.scales[0]"), ("scale_a_row_stride", "b.scale_strides[0][0]"),
+                ("scale_a_k_stride", "b.scale_strides[0][1]"), ("scale_b", "run.scales[1]"),
+                ("scale_b_k_stride", "b.scale_strides[1][0]"), ("scale_b_col_stride", "b.scale_strides[1][1]"))
+    return ()
+
+
+def _scale_apply(spec, at, stage):
+    if spec.scales != "tensor":         # (block-wise: the mainloop applies them, ``hopper.promotion``)
+        return []
+    return [f"    x = x * (_load32({at['scale_a']}, 0) * _load32({at['scale_b']}, 0))"]   # (loaded once)
+
+
+def _c_apply(spec, at, stage):
+    if spec.c is None:
+        return []
+    idx = ("col * {0} + row" if spec.c[1] else "row * {0} + col").format(at["ldc"])
+    return [f"    x = x + f32_bits({at['beta']}) * " + ("sx" if stage == "c" else _load_expr(at["c"], idx, spec.c[0]))]
+
+
+_USER_HOST = {"f32": "F32(float(run.user[{0}]))", "f64": "F64(float(run.user[{0}]))", "i64": "int(run.user[{0}])"}
+_USER_DEVICE = {"f32": "f32_bits({0})", "f64": "f64_bits({0})", "i64": "{0}"}
+
+
+def _user_values(spec):
+    out = []
+    for i, kind in enumerate(spec.user.args if spec.user else ()):
+        if kind[0] == "array":          # its address, then its shape and byte strides
+            out.append((f"u{i}", f"run.user[{i}]"))
+            out += [(f"u{i}_shape{d}", f"b.user_shapes[{i}][0][{d}]") for d in range(kind[2])]
+            out += [(f"u{i}_stride{d}", f"b.user_shapes[{i}][1][{d}]") for d in range(kind[2])]
+        else:
+            out.append((f"u{i}", _USER_HOST[kind[0]].format(i)))
+    return tuple(out)
+
+
+def _user_apply(spec, at, stage):
+    if spec.user is None:
+        return []
+    args = []
+    for i, kind in enumerate(spec.user.args):
+        if f"u{i}" == stage:
+            args.append(f"element_view(sx, ({at[f'u{i}_shape0']}, {at[f'u{i}_shape1']}))")
+        elif kind[0] == "array":
+            shape = ", ".join(at[f"u{i}_shape{d}"] for d in range(kind[2]))
+            strides = ", ".join(at[f"u{i}_stride{d}"] for d in range(kind[2]))
+            args.append(f"device_array({at[f'u{i}']}, ({shape},), ({strides},), U{i})")
+        else:
+            args.append(_USER_DEVICE[kind[0]].format(at[f"u{i}"]))
+    r, c = ("col", "row") if spec.swap else ("row", "col")
+    return [f"    x = USER(x, {r}, {c}{''.join(', ' + a for a in args)})"]
+
+
+#: The terms in the order they apply and their values lie in ``ep``. The order is load-bearing:
+#: C's shape, then the scales, are first, so that a split-K kernel takes a prefix of a
+#: block-scaled product's values (its ``BLOCK_SCALES`` part: ``hopper.planner``); the kernels'
+#: other readers find a value by its name (``Epilogue.index``).
+TERMS = (
+    Term("shape", (), (), lambda s: (("M", "m"), ("N", "n")), lambda s, at, stage: []),
+    Term("scales", (("scale_a", None), ("scale_b", None)), ("scales",), _scale_values, _scale_apply),
+    Term("alpha", (("alpha", "float"),), ("alpha",),
+         lambda s: (("alpha", "F32(run.alpha)"),) if s.alpha else (),
+         lambda s, at, stage: [f"    x = x * f32_bits({at['alpha']})"] if s.alpha else []),
+    Term("c", (("c", "Tensor?"), ("beta", "float")), ("c", "beta"),
+         lambda s: () if s.c is None else (("c", "run.c"), ("ldc", "b.ldc"), ("beta", "F32(run.beta)")), _c_apply),
+    Term("bias", (("bias", "Tensor?"),), ("bias",),
+         lambda s: () if s.bias is None else (("bias", "run.bias"),),
+         lambda s, at, stage: [] if s.bias is None else
+         [f"    x = x + {_load_expr(at['bias'], s.bias[1], s.bias[0])}"]),
+    Term("activation", (("activation", "str?"),), (), lambda s: (),
+         lambda s, at, stage: [] if s.activation is None else ["    x = ACT(x)"]),
+    Term("user", (("epilogue", None), ("epilogue_args", None)), ("user",), _user_values, _user_apply),
+)
+#: gemm's epilogue keyword -> its term
+KEYWORDS = {k: t for t in TERMS for k, _ in t.keywords}
+#: a call's run-time values by term (``Term.run``): what a plan's launches take from each call
+#: (addresses of c, bias, the scales and the user's arrays; alpha, beta and the user's numbers)
+Run = namedtuple("Run", [f for t in TERMS for f in t.run],
+                 defaults=[None, 1.0, None, 0.0, None, ()])
+
+
+@lru_cache(maxsize=1024)
+def _slots(spec: Epilogue) -> Tuple[str, ...]:
+    if spec.plain:
+        return ("unused",)
+    return tuple(name for t in TERMS for name, _ in t.values(spec))
+
+
+@lru_cache(maxsize=1024)
+def packer(spec: Epilogue, swap: bool = False):
+    """The host function ``pack(b, run) -> ep`` of ``spec``: its run-time values in ``slots``'
+    order (``Term.values``), from the bound epilogue ``b`` and a call's ``Run`` (``swap``: the
+    kernel computes C^T, so its M and N are C's N and M): int64s, or arrays and numbers under the
+    simulator. Written out as source, as ``make`` writes the device function."""
+    if spec.plain:
+        return lambda b, run: (0,)
+    exprs = [e for t in TERMS for _, e in t.values(spec)]
+    src = (f"def pack(b, run):\n    m, n = {'b.n, b.m' if swap else 'b.m, b.n'}\n"
+           f"    return ({', '.join(exprs)},)\n")
+    ns = {"F32": float, "F64": float} if SIMULATOR else \
+        {"F32": float_bits, "F64": lambda x: float_bits(x, "f64")}
+    exec(compile(src, f"<epilogue values {spec!r}>", "exec"), ns)
+    return ns["pack"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -345,11 +467,6 @@ else:
         return ldg_in16(p + 2 * i, KIND)
 
 
-def _load_expr(slot: str, index: str, dtype: str) -> str:
-    kind = LOAD_KIND[dtype]
-    return f"_load32({slot}, {index})" if kind == 0 else f"_load16({slot}, {index}, {kind})"
-
-
 @lru_cache(maxsize=None)
 def make(spec: Epilogue, staged: bool = False):
     """The device function ``apply(v, row, col, ep) -> float32`` of ``spec`` (see the module's
@@ -380,36 +497,8 @@ def make(spec: Epilogue, staged: bool = False):
             lines += [f"    if row >= {at['M']} or col >= {at['N']}:",
                       "        return v"]
         lines.append("    x = v")
-        if spec.scales == "tensor":       # (the same two addresses for every element: loaded once)
-            lines.append(f"    x = x * (_load32({at['scale_a']}, 0) * _load32({at['scale_b']}, 0))")
-        if spec.alpha:
-            lines.append(f"    x = x * f32_bits({at['alpha']})")
-        if spec.c is not None:
-            idx = "col * {0} + row" if spec.c[1] else "row * {0} + col"
-            lines.append(f"    x = x + f32_bits({at['beta']}) * " +
-                         ("sx" if stage == "c" else f"{_load_expr(at['c'], idx.format(at['ldc']), spec.c[0])}"))
-        if spec.bias is not None:
-            lines.append(f"    x = x + {_load_expr(at['bias'], spec.bias[1], spec.bias[0])}")
-        if spec.activation is not None:
-            lines.append("    x = ACT(x)")
-        if spec.user is not None:
-            args = []
-            for i, kind in enumerate(spec.user.args):
-                if f"u{i}" == stage:
-                    args.append(f"element_view(sx, ({at[f'u{i}_shape0']}, {at[f'u{i}_shape1']}))")
-                elif kind[0] == "array":
-                    nd = kind[2]
-                    shape = ", ".join(at[f"u{i}_shape{d}"] for d in range(nd))
-                    strides = ", ".join(at[f"u{i}_stride{d}"] for d in range(nd))
-                    args.append(f"device_array({at[f'u{i}']}, ({shape},), ({strides},), U{i})")
-                elif kind[0] == "f64":
-                    args.append(f"f64_bits({at[f'u{i}']})")
-                elif kind[0] == "f32":
-                    args.append(f"f32_bits({at[f'u{i}']})")
-                else:
-                    args.append(at[f"u{i}"])
-            r, c = ("col", "row") if spec.swap else ("row", "col")
-            lines.append(f"    x = USER(x, {r}, {c}{''.join(', ' + a for a in args)})")
+        for term in TERMS:
+            lines += term.apply(spec, at, stage)
         lines.append("    return float32(x)")
     ns = {"float32": float32, "float64": float64, "int64": int64, "f32_bits": f32_bits, "f64_bits": f64_bits,
           "device_array": device_array, "element_view": element_view, "_load32": _load32, "_load16": _load16,

@@ -1,19 +1,19 @@
 """A call's epilogue arguments (``gemm(..., c=, alpha=, beta=, bias=, activation=, epilogue=,
 epilogue_args=)``): checked with errors that name the argument, described as an
 ``epilogue.Epilogue`` (what decides the kernel) plus a key (what decides the plan), and turned
-into the run-time values the kernel receives (``Epilogue.slots``).
+into the run-time values the kernel receives (``Epilogue.slots``, in the order of ``epilogue.TERMS``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Tuple
 
 import numpy as np
 
 from . import arrays, user_epilogue
 from .arrays import array_kind, as_matrix, describe
-from .epilogue import (ACTIVATIONS, USER_ARRAY_DTYPES, Epilogue, UserFunction, code_digest, element_reads,
-                       float_bits)
+from .epilogue import (ACTIVATIONS, USER_ARRAY_DTYPES, Epilogue, Run, UserFunction, code_digest, element_reads,
+                       packer)
 from .intrinsics import SIMULATOR
 from .layout import FP8
 
@@ -32,7 +32,7 @@ class Bound:
     """A call's epilogue: ``spec`` in the user's coordinates, ``key`` (what of it decides the
     plan), what stays fixed for every call with arrays of the same facts (m, n, c's leading
     dimension, the user arrays' shapes and byte strides, block-wise scales' strides), and
-    ``run``: this call's run-time values (``runtime_values``). ``keep``: the device copies of
+    ``run``: this call's run-time values (``epilogue.Run``). ``keep``: the device copies of
     NumPy arguments, alive while it runs."""
     spec: Epilogue
     key: tuple
@@ -43,46 +43,21 @@ class Bound:
     scale_strides: Tuple[tuple, tuple] = ((), ())
     run: Any = None
     keep: Tuple[Any, ...] = ()
+    pack: Any = field(default=None, repr=False, compare=False)     # (spec, swap, packer(spec, swap)) last used
 
     def values(self, spec: Epilogue, run=None, swap: bool = False) -> tuple:
         """The run-time values of ``spec`` (this epilogue, flipped when the kernel computes C^T:
-        ``swap``) in the order of ``spec.slots()``: int64s, or arrays and numbers under the
-        simulator. ``run``: another call's ``runtime_values`` with arrays of the same facts
-        (default: this call's)."""
-        if spec.plain:
-            return (0,)
-        c, bias, alpha, beta, user, scales = self.run if run is None else run
-        m, n = (self.n, self.m) if swap else (self.m, self.n)
-        out = [m, n]
-        if spec.scales is not None:
-            for x, strides in zip(scales, self.scale_strides):
-                out += [x, *strides]
-        if spec.alpha:
-            out.append(alpha if SIMULATOR else float_bits(alpha))
-        if spec.c is not None:
-            out += [c, self.ldc, beta if SIMULATOR else float_bits(beta)]
-        if spec.bias is not None:
-            out.append(bias)
-        for kind, v, fixed in zip(spec.user.args if spec.user else (), user, self.user_shapes):
-            if kind[0] == "array":
-                out.append(v)
-                out += list(fixed[0]) + list(fixed[1])
-            elif kind[0] in ("f32", "f64"):
-                out.append(float(v) if SIMULATOR else float_bits(float(v), kind[0]))
-            else:
-                out.append(int(v))
-        return tuple(out)
+        ``swap``) in the order of ``spec.slots()`` (``epilogue.packer``: each term's values as
+        ``epilogue.TERMS`` says): int64s, or arrays and numbers under the simulator. ``run``:
+        another call's ``Run`` with arrays of the same facts (default: this call's)."""
+        pack = self.pack
+        if pack is None or pack[0] is not spec or pack[1] != swap:
+            pack = self.pack = (spec, swap, packer(spec, swap))
+        return pack[2](self, self.run if run is None else run)
 
     def fixed(self) -> "Bound":
         """This epilogue without its call's arrays: what a cache may keep for later calls."""
         return replace(self, run=None, keep=())
-
-
-def runtime_values(c, bias, alpha, beta, user, scales=None) -> tuple:
-    """What ``Bound.values`` takes per call: (c's address, bias's address, alpha, beta, per user
-    argument an array's address or a number, the scales' addresses); addresses are arrays under
-    the simulator."""
-    return (c, bias, float(alpha), float(beta), tuple(user), scales)
 
 
 def _handle(mat):
@@ -174,18 +149,18 @@ def bind(kind: str, m: int, n: int, dtype: str, out_dtype: str, device, c, alpha
         scale_vals, scale_strides, scale_keep = _scale_values(scales, ch.scales, ch.mode, kind, stream, m, n, k)
         key.append(("scales", scale_mode))
     # the facts a cached call keeps (``Bound.fixed``) belong to its key: a call of the same
-    # function's code on an array of other strides must not find another call's (``api._cache_miss``)
+    # function's code on an array of other strides must not find another call's (``calls._cache_miss``)
     user_shapes = tuple((v[1], v[2]) if isinstance(v, tuple) else None for v in uvals)
     key += [user_shapes, scale_strides]
     spec = Epilogue(alpha != 1.0, c_spec, bias_spec, activation, user,
                     fast=dtype in ("float16", "bfloat16") + FP8, scales=scale_mode)
-    run = runtime_values(None if cm is None else _handle(cm), None if bm is None else _handle(bm), alpha, beta,
-                         (v[0] if isinstance(v, tuple) else v for v in uvals), scale_vals)
+    run = Run(scales=scale_vals, alpha=alpha, c=None if cm is None else _handle(cm), beta=beta,
+              bias=None if bm is None else _handle(bm), user=tuple(v[0] if isinstance(v, tuple) else v for v in uvals))
     bound = Bound(spec, tuple(key), m, n, 0 if cm is None else cm.ld, user_shapes, scale_strides, run,
                   keep=(cm, bm) + tuple(v[3:] for v in uvals if isinstance(v, tuple)) + scale_keep)
     if SIMULATOR and user is not None:
         from .epilogue import make
-        user_epilogue.probe(user.fn, make(spec), bound.values(spec), run[4], m, n)
+        user_epilogue.probe(user.fn, make(spec), bound.values(spec), run.user, m, n)
     return bound
 
 
@@ -316,7 +291,7 @@ def _bias_matrix(x, kind, d, stream):
 
 def _copyable(dtype: str, item: int, addr: int, pitch: int, m: int, n: int) -> bool:
     """Whether a kernel may copy an (m, n) array of ``dtype`` with contiguous rows ``pitch``
-    elements apart from ``addr`` into shared memory by 16-byte copies (``hopper._stager``):
+    elements apart from ``addr`` into shared memory by 16-byte copies (``hopper.staging._stager``):
     float32 or 16-bit, its address, row pitch and rows 16-byte multiples."""
     return (not SIMULATOR and dtype in ("float32", "float16", "bfloat16") and n * item % 16 == 0
             and addr % 16 == 0 and (m == 1 or pitch * item % 16 == 0))

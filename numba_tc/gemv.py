@@ -18,7 +18,7 @@ each reading B again; ``auto`` gives this rung ``AUTO_ROWS`` rows at most (``tak
 
 ``a_dtype`` float32 with 16-bit B: A is read as float32 and rounded to B's type on the load, as
 autocast's cast of a layer's input would make it, without the cast's launch and copy
-(``api.prepare(..., a_cast=...)``, used by ``numba_tc.torch``'s inference path).
+(``prepared.prepare(..., a_cast=...)``, used by ``numba_tc.torch``'s inference path).
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ the only things that change between calls that share a plan; TMA tensor maps are
 the addresses (``tensormap.encode``). A step that needs scratch memory (split-K partial sums,
 an operand copied to a readable pitch) says how many bytes (``workspace``); its ``args`` then
 takes the scratch address first: ``args(ws, pa, pb, pc, *ep)`` (``workspace.get``: one buffer
-per device and stream). ``api.gemm`` keeps plans in
+per device and stream). ``calls`` keeps plans in
 a cache keyed by what decides them (device, array kind, dtypes, shapes, strides, address
 alignment, variant, output dtype), so a repeated call is a lookup and the launches.
 """
@@ -78,8 +78,8 @@ class Plan:
     def __init__(self, steps: Sequence[Step], device: int, swap: bool):
         self.steps, self.device, self.swap = list(steps), device, swap
         self.workspace = max((st.workspace for st in self.steps), default=0)
-        self.variant = ""         # the variant's name (api sets it; explain() shows it)
-        self.epilogue = None      # the epilogue's spec, in the kernel's coordinates (api sets it)
+        self.variant = ""         # the variant's name (``calls`` sets it; explain() shows it)
+        self.epilogue = None      # the epilogue's spec, in the kernel's coordinates (``calls`` sets it)
         if not SIMULATOR:
             for st in self.steps:
                 if st.fn is None:

@@ -12,12 +12,13 @@ import os
 from typing import Optional, Union
 
 from . import batch, driver, registry, runtime
-from .api import (CALL_CACHE_SIZE, _Call, _epilogue_of, _lookup, _NotFused, _values, gemm,
-                  needs_torch_operator)
 from .arrays import array_kind
+from .calls import CALL_CACHE_SIZE, _Call, _epilogue_of, _lookup, _NotFused, _values, product
 from .config import Variant
-from .epilogue_args import runtime_values
+from .epilogue import Run
+from .hopper.policy import current as current_policy
 from .intrinsics import SIMULATOR
+from .runtime import needs_torch_operator
 
 __all__ = ["Prepared", "prepare", "torch_product"]
 
@@ -50,21 +51,22 @@ if hasattr(os, "register_at_fork"):             # a forked child takes gemm's pa
 def torch_product(a, b, bias=None, out_dtype=None, variant: str = "auto", allow_tf32: bool = False):
     """``gemm(a, b, variant, out_dtype=..., allow_tf32=..., bias=bias)`` for torch CUDA tensors
     outside autograd (grad mode off, as inside ``numba_tc.torch``'s autograd function), the
-    result a new tensor: after its first call, a call for tensors with the same facts is one
+    result a new tensor: after its first call, a call for tensors with the same facts (and the
+    planner's policy, ``hopper.current``) is one
     key of those facts, one lookup, the allocation and the launches (``gemm`` checks and
     plans the first; an empty problem, an epilogue ``gemm`` cannot cache, or a batched one
     always takes ``gemm``). A training step makes a few such calls per linear layer, and on a
     busy host their Python is what the GPU waits for."""
     if bias is None:
         key = (a.shape, a.stride(), a.dtype, a.data_ptr() & 31, b.shape, b.stride(), b.dtype, b.data_ptr() & 31,
-               a.get_device(), out_dtype, variant, allow_tf32)
+               a.get_device(), out_dtype, variant, allow_tf32, current_policy().key)
     else:
         key = (a.shape, a.stride(), a.dtype, a.data_ptr() & 31, b.shape, b.stride(), b.dtype, b.data_ptr() & 31,
-               a.get_device(), out_dtype, variant, allow_tf32, bias.shape, bias.stride(), bias.dtype,
-               bias.data_ptr() & 31, bias.get_device())
+               a.get_device(), out_dtype, variant, allow_tf32, current_policy().key, bias.shape, bias.stride(),
+               bias.dtype, bias.data_ptr() & 31, bias.get_device())
     hit = _PRODUCTS.get(key)
     if hit is None:
-        y = gemm(a, b, variant, out_dtype=out_dtype, allow_tf32=allow_tf32, bias=bias)
+        y = product(a, b, variant, out_dtype=out_dtype, allow_tf32=allow_tf32, bias=bias)
         if len(a.shape) == 2 and len(b.shape) == 2:
             epi_args = _epilogue_of(None, 1.0, 0.0, bias, None, None, (), None)
             call = _lookup(a, b, variant, None, out_dtype, allow_tf32, "torch", epi_args)[0]
@@ -75,7 +77,7 @@ def torch_product(a, b, bias=None, out_dtype=None, variant: str = "auto", allow_
         return y
     call, shape, dtype = hit
     out = a.new_empty(shape, dtype=dtype)
-    run = None if bias is None else runtime_values(0, bias.data_ptr(), 1.0, 0.0, ())
+    run = None if bias is None else Run(c=0, bias=bias.data_ptr())
     with driver.on_device(call.device):
         call.plan.run(_values(a.data_ptr(), b.data_ptr(), out.data_ptr(), call.epi, run, call.plan),
                       runtime.current_stream("torch", call.device))

@@ -13,6 +13,7 @@ Everything here returns plain ints (device ordinals, CUstream handles).
 from __future__ import annotations
 
 import os
+import sys
 from typing import Optional
 
 from . import driver
@@ -20,7 +21,7 @@ from .errors import NoGPUError
 from .intrinsics import SIMULATOR
 
 __all__ = ["device_of", "current_stream", "stream_handle", "numba_stream", "capturing", "default_device",
-           "device_capability"]
+           "device_capability", "needs_torch_operator"]
 
 
 def device_of(x, kind: str) -> int:
@@ -166,3 +167,18 @@ def device_capability(device: Optional[int] = None):
         return tuple(cuda.get_current_device().compute_capability)
     _check_not_forked()
     return driver.capability(default_device() if device is None else device)
+
+
+def needs_torch_operator(a, b, c=None, bias=None) -> bool:
+    """Whether a call on torch tensors goes through the torch operator (``numba_tc.torch``):
+    torch.compile is tracing it, or grad mode is on and an operand requires grad (a product that
+    needs a gradient is never silently detached). Read from torch's state without importing
+    ``numba_tc.torch``, whose operator registration costs seconds in a fresh process (``torch``
+    is imported already: ``a`` is a tensor)."""
+    torch = sys.modules["torch"]
+    if torch.compiler.is_compiling():
+        return True
+    if not torch.is_grad_enabled():
+        return False
+    return (a.requires_grad or b.requires_grad or bool(getattr(c, "requires_grad", False))
+            or bool(getattr(bias, "requires_grad", False)))

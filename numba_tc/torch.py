@@ -41,14 +41,21 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from . import api, prepared
+from . import calls, epilogue, prepared
 from .config import Variant
+from .hopper.policy import current as current_policy
+from .runtime import needs_torch_operator as needs_operator
 
 __all__ = ["gemm", "linear", "Linear", "patch", "unpatch", "patched", "needs_operator"]
 
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 _VARIANTS: dict = {}             # Variant objects passed by object (the schema takes a name)
-ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
+ACTIVATIONS = tuple(epilogue.ACTIVATIONS)
+#: The operator's epilogue arguments in its schema's order (its public signature), each one's type
+#: from ``epilogue.TERMS`` (``Term.keywords``): every keyword a term gives the operator is here.
+OP_EPILOGUE = ("c", "bias", "alpha", "beta", "activation")
+SCHEMA = ("(Tensor a, Tensor b, " + ", ".join(f"{dict(epilogue.KEYWORDS[k].keywords)[k]} {k}" for k in OP_EPILOGUE)
+          + ", ScalarType? out_dtype, str variant, bool allow_tf32) -> Tensor")
 
 
 def _eager(a, b, c, bias, alpha, beta, activation, out_dtype, variant, allow_tf32):
@@ -58,14 +65,12 @@ def _eager(a, b, c, bias, alpha, beta, activation, out_dtype, variant, allow_tf3
             return _eager(a, b, c, bias, alpha, beta, activation, out_dtype, variant, allow_tf32)
     if c is None and activation is None and alpha == 1.0 and variant not in _VARIANTS and a.is_cuda:
         return prepared.torch_product(a, b, bias, out_dtype, variant, allow_tf32)
-    return api.gemm(a, b, _VARIANTS.get(variant, variant), out_dtype=out_dtype, allow_tf32=allow_tf32, c=c,
-                    alpha=alpha, beta=beta, bias=bias, activation=activation)
+    return calls.product(a, b, _VARIANTS.get(variant, variant), out_dtype=out_dtype, allow_tf32=allow_tf32, c=c,
+                         alpha=alpha, beta=beta, bias=bias, activation=activation)
 
 
-@torch.library.custom_op("numba_tc::gemm", mutates_args=())
-def _gemm_op(a: Tensor, b: Tensor, c: Optional[Tensor], bias: Optional[Tensor], alpha: float, beta: float,
-             activation: Optional[str], out_dtype: Optional[torch.dtype], variant: str,
-             allow_tf32: bool) -> Tensor:
+@torch.library.custom_op("numba_tc::gemm", mutates_args=(), schema=SCHEMA)
+def _gemm_op(a, b, c, bias, alpha, beta, activation, out_dtype, variant, allow_tf32):
     """act(alpha * a @ b + beta * c + bias) with numba_tc (``numba_tc.gemm``'s arguments)."""
     return _eager(a, b, c, bias, alpha, beta, activation, out_dtype, variant, allow_tf32)
 
@@ -151,7 +156,9 @@ class _Function(torch.autograd.Function):
     """The operator's autograd formula as a ``torch.autograd.Function``, for eager calls on CUDA
     tensors: the same products and gradients, without the dispatcher's round trip through
     Python for the operator and its backward, which cost more host time than the products of
-    a GPT-2 layer take on the GPU (benchmarks/NOTES.md, session 15)."""
+    a GPT-2 layer take on the GPU: one linear layer's forward and backward at 64 rows, 1221 us of
+    host time through the operator, 763 us through this (benchmarks/NOTES.md, "Where a GPT-2
+    step's time went with numba_tc")."""
 
     @staticmethod
     def forward(ctx, *args):
@@ -182,9 +189,6 @@ def _apply(a, b, c, bias, alpha, beta, activation, out_dtype, variant, allow_tf3
 gemm_op = torch.ops.numba_tc.gemm
 
 
-needs_operator = api.needs_torch_operator
-
-
 def _out_dtype(out_dtype):
     if out_dtype is None or isinstance(out_dtype, torch.dtype):
         return out_dtype
@@ -210,7 +214,13 @@ def _variant_name(variant) -> str:
 
 @torch.compiler.disable
 def _outside_graph(a, b, variant, kw):
-    return api.gemm(a, b, variant, **kw)
+    """A product with a user's epilogue function, outside any graph (here nothing is traced, so
+    ``needs_operator`` is grad mode and the operands' requires_grad alone)."""
+    if needs_operator(a, b, kw["c"], kw["bias"]):
+        raise NotImplementedError(
+            "a user epilogue function has no gradient formula: call numba_tc.gemm under "
+            "torch.no_grad() or on detached tensors, or use c=/bias=/activation= (differentiable)")
+    return calls.product(a, b, variant, **kw)
 
 
 def gemm(a, b, variant="auto", *, out=None, out_dtype=None, stream=None, allow_tf32=False, c=None,
@@ -218,10 +228,6 @@ def gemm(a, b, variant="auto", *, out=None, out_dtype=None, stream=None, allow_t
     """``numba_tc.gemm`` through the operator (what ``numba_tc.gemm`` calls for torch tensors
     when ``needs_operator``): autograd and torch.compile see one operator call."""
     if epilogue is not None or epilogue_args:
-        if torch.is_grad_enabled() and needs_operator(a, b, c, bias) and not torch.compiler.is_compiling():
-            raise NotImplementedError(
-                "a user epilogue function has no gradient formula: call numba_tc.gemm under "
-                "torch.no_grad() or on detached tensors, or use c=/bias=/activation= (differentiable)")
         return _outside_graph(a, b, variant, dict(out=out, out_dtype=out_dtype, stream=stream,
                                                   allow_tf32=allow_tf32, c=c, alpha=alpha, beta=beta,
                                                   bias=bias, activation=activation, epilogue=epilogue,
@@ -293,7 +299,7 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, weight_i
     if needs_operator(x2, w, None, bias):
         y = _apply(x2, w, None, bias, 1.0, 0.0, None, None, _variant_name(variant), allow_tf32)
     else:
-        y = api.gemm(x2, w, variant, allow_tf32=allow_tf32, bias=bias)
+        y = calls.product(x2, w, variant, allow_tf32=allow_tf32, bias=bias)
     return y if x.dim() == 2 else y.view(*x.shape[:-1], y.shape[-1])
 
 
@@ -304,7 +310,7 @@ _CASTS = {torch.bfloat16: Tensor.bfloat16, torch.float16: Tensor.half}   # (chea
 def _inference(x: Tensor, weight: Tensor, bias, weight_in_out: bool, variant, cache: dict):
     """``linear`` without autograd (grad mode off), at the cost of a lookup and the launches: per
     layer (``cache``), the call is prepared once for each kind of input (its shape, strides,
-    dtype, alignment, device, the autocast dtype and tf32 setting) with the weight and bias cast
+    dtype, alignment, device, the autocast dtype and tf32 setting) and planner policy with the weight and bias cast
     for it (``prepared.prepare``), and kept while the parameters are the same tensors (held, so that
     no new one takes their address) with the same data, unchanged in place (their versions).
     Under autocast a float32 input is read as the autocast type by the product itself where it
@@ -318,14 +324,15 @@ def _inference(x: Tensor, weight: Tensor, bias, weight_in_out: bool, variant, ca
     dt = torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else None
     if dt is not None and x.dtype != dt:
         if x.dtype == torch.float32 and dt in _CASTS:
-            key = ("fused", x.shape, x.stride(), x.data_ptr() & 31, x.get_device(), variant, dt)
+            key = ("fused", x.shape, x.stride(), x.data_ptr() & 31, x.get_device(), variant, dt, current_policy().key)
             hit = _entry(cache, key, stamp, weight, bias, x, weight_in_out, variant, dt, False, True)
             if hit[5] is not None:
                 return _enqueue(hit, x)
         cast = _CASTS.get(dt)
         x = cast(x) if cast is not None else x.to(dt)
     tf32 = x.dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32
-    key = ("inference", x.shape, x.stride(), x.dtype, x.data_ptr() & 31, x.get_device(), variant, tf32)
+    key = ("inference", x.shape, x.stride(), x.dtype, x.data_ptr() & 31, x.get_device(), variant, tf32,
+           current_policy().key)
     hit = _entry(cache, key, stamp, weight, bias, x, weight_in_out, variant, dt, tf32, False)
     return None if hit[5] is None else _enqueue(hit, x)
 

@@ -79,7 +79,7 @@ def problems(dtype):
             b = _operand(k, n, tb, arrays, aligns[1], 2 << 32)
             c = _operand(m, n, tc, out, aligns[2], 3 << 32)
             swapped = c.trans
-            if swapped:                      # api._Problem.plan
+            if swapped:                      # calls._Problem.plan
                 a, b, c = b.transposed(), a.transposed(), c.transposed()
             yield a, b, c, swapped
 

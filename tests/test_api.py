@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import numba_tc
-from numba_tc import api, arrays
+from numba_tc import api, arrays, registry
 from numba_tc.config import Variant
 
 from conftest import HAS_GPU, SIM
@@ -67,13 +67,13 @@ def test_no_gpu_is_a_clear_error():
 
 def test_candidates_check_dtype_and_capability():
     with pytest.raises(TypeError, match="takes float32, not float16"):
-        api.candidates("warptile", "float16", "float16", (9, 0))
+        registry.candidates("warptile", "float16", "float16", (9, 0))
     old = Variant("needs_sm100", "simt", 99, ("float32",), (10, 0), "test only", plan=None)
     with pytest.raises(numba_tc.UnsupportedDeviceError, match="10.0"):
-        api.candidates(old, "float32", "float32", (9, 0))
-    assert api.candidates("auto", "float32", "float32", (9, 0))[0].name == "warptile"
+        registry.candidates(old, "float32", "float32", (9, 0))
+    assert registry.candidates("auto", "float32", "float32", (9, 0))[0].name == "warptile"
     with pytest.raises(TypeError, match="writes float32, not float16"):
-        api.candidates("warptile", "float32", "float16", (9, 0))
+        registry.candidates("warptile", "float32", "float16", (9, 0))
 
 
 @pytest.mark.skipif(SIM, reason="the simulator runs only the SIMT ladder")
@@ -81,14 +81,14 @@ def test_wgmma_is_sm90a_only():
     """wgmma exists on sm_90a alone: "auto" picks the Hopper ladder on 9.0, mma.sync on 8.x and
     10.x, and naming a Hopper rung elsewhere is a clear error."""
     def tiles(cc):                      # the first tile ladder (before it: the few-rows rung)
-        return [v.ladder for v in api.candidates("auto", "bfloat16", "bfloat16", cc) if v.ladder != "rows"][0]
+        return [v.ladder for v in registry.candidates("auto", "bfloat16", "bfloat16", cc) if v.ladder != "rows"][0]
     assert tiles((9, 0)) == "wgmma"
     for cc in ((8, 0), (10, 0)):
         assert tiles(cc) == "mma"
     with pytest.raises(numba_tc.UnsupportedDeviceError, match="runs only on compute capability 9.0"):
-        api.candidates("wgmma_tma", "float16", "float16", (10, 0))
+        registry.candidates("wgmma_tma", "float16", "float16", (10, 0))
     with pytest.raises(numba_tc.UnsupportedDeviceError, match="needs compute capability 9.0"):
-        api.candidates("wgmma_tma", "float16", "float16", (8, 6))
+        registry.candidates("wgmma_tma", "float16", "float16", (8, 6))
 
 
 @pytest.mark.skipif(SIM, reason="the simulator runs only the SIMT ladder")
@@ -97,13 +97,13 @@ def test_auto_gives_a_few_rows_to_gemv_and_more_to_the_tile_ladders(cc):
     """Up to ``gemv.AUTO_ROWS`` rows of A (of C^T for a column-major C: its columns) ``auto``
     takes ``gemv``; from one row more, a tile ladder. Named, ``gemv`` takes any number of rows."""
     from numba_tc import gemv
-    cands = api.candidates("auto", "bfloat16", "bfloat16", cc)
+    cands = registry.candidates("auto", "bfloat16", "bfloat16", cc)
     b = arrays.Matrix(None, 768, 2304, 2304, False, "bfloat16", 1024)
     for m, want in ((1, "gemv"), (gemv.AUTO_ROWS, "gemv"), (gemv.AUTO_ROWS + 1, "hopper" if cc == (9, 0) else "mma_tuned")):
         a = arrays.Matrix(None, m, 768, 768, False, "bfloat16", 1024)
         c = arrays.Matrix(None, m, 2304, 2304, False, "bfloat16", 1024)
-        assert api.pick(cands, a, b, c, named=False).name == want, m
-    assert api.pick([numba_tc.get_variant("gemv")], c, b.transposed(), c, named=True).name == "gemv"
+        assert registry.pick(cands, a, b, c, named=False).name == want, m
+    assert registry.pick([numba_tc.get_variant("gemv")], c, b.transposed(), c, named=True).name == "gemv"
 
 
 @pytest.mark.skipif(SIM, reason="the simulator runs only the SIMT ladder")
@@ -112,15 +112,15 @@ def test_auto_gives_one_row_to_gemv_only_below_a_large_n_major_b():
     layers) and to ``hopper`` from there (its kernel loses there: gemv_ab_wide_h100.log); with a
     k-major B, to ``gemv`` at any size."""
     from numba_tc import gemv
-    cands = api.candidates("auto", "bfloat16", "bfloat16", (9, 0))
+    cands = registry.candidates("auto", "bfloat16", "bfloat16", (9, 0))
     for k, n, want_n in ((768, 3072, "gemv"), (4096, 4095, "gemv"), (4096, 4096, "hopper"), (8192, 8192, "hopper")):
         assert (k * n < gemv.AUTO_NMAJOR) == (want_n == "gemv")
         a = arrays.Matrix(None, 1, k, k, False, "bfloat16", 1024)
         c = arrays.Matrix(None, 1, n, n, False, "bfloat16", 1024)
         b_n = arrays.Matrix(None, k, n, n, False, "bfloat16", 1024)
         b_k = arrays.Matrix(None, k, n, k, True, "bfloat16", 1024)
-        assert api.pick(cands, a, b_n, c, named=False).name == want_n, (k, n)
-        assert api.pick(cands, a, b_k, c, named=False).name == "gemv", (k, n)
+        assert registry.pick(cands, a, b_n, c, named=False).name == want_n, (k, n)
+        assert registry.pick(cands, a, b_k, c, named=False).name == "gemv", (k, n)
 
 
 @pytest.mark.skipif(SIM, reason="the simulator runs only the SIMT ladder")
@@ -129,11 +129,11 @@ def test_auto_takes_operands_tma_cannot_read_to_hopper():
     copies them to a pitch it can; a named lower Hopper rung says why it cannot run."""
     ok = arrays.Matrix(None, 64, 64, 64, False, "bfloat16", 1024)
     odd = arrays.Matrix(None, 64, 63, 63, False, "bfloat16", 1024)      # 126-byte rows
-    cands = api.candidates("auto", "bfloat16", "bfloat16", (9, 0))
-    assert api.pick(cands, ok, ok, ok, named=False).name == "hopper"
-    assert api.pick(cands, odd, ok, ok, named=False).name == "hopper"
+    cands = registry.candidates("auto", "bfloat16", "bfloat16", (9, 0))
+    assert registry.pick(cands, ok, ok, ok, named=False).name == "hopper"
+    assert registry.pick(cands, odd, ok, ok, named=False).name == "hopper"
     with pytest.raises(ValueError, match="operand a cannot be read by TMA: its rows are 126 bytes apart"):
-        api.pick(api.candidates("wgmma_ws", "bfloat16", "bfloat16", (9, 0)), odd, ok, ok, named=True)
+        registry.pick(registry.candidates("wgmma_ws", "bfloat16", "bfloat16", (9, 0)), odd, ok, ok, named=True)
 
 
 @pytest.mark.parametrize("shape, strides, expect", [

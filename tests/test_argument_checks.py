@@ -8,7 +8,7 @@ Checks tested elsewhere: the simulator's (tests/test_simulator_epilogue.py, test
 test_simulator.py: the NumPy path's, which needs the simulator or a GPU past its first checks);
 test_api.py (shapes, dtypes, variants, capability); test_hopper.py, test_config.py (configurations,
 TMA). Not reachable from the CPU: a torch tensor on the CPU (test_torch_cpu.py, with torch), an
-epilogue function that does not compile (test_gpu_epilogue.py); ``api.pick``'s last raise (every
+epilogue function that does not compile (test_gpu_epilogue.py); ``registry.pick``'s last raise (every
 ladder has a variant that takes any operands)."""
 import contextlib
 import types
@@ -19,7 +19,7 @@ import pytest
 from numba import cuda
 
 import numba_tc
-from numba_tc import api, arrays, driver, plan, runtime, simt
+from numba_tc import api, arrays, calls, driver, plan, registry, runtime, simt
 from numba_tc import epilogue_args as eargs
 
 pytestmark = pytest.mark.cpu
@@ -74,9 +74,9 @@ def fake_gpu(monkeypatch):
     monkeypatch.setattr(runtime, "current_stream", lambda kind, dev: 0)
     monkeypatch.setattr(plan.Plan, "run", lambda self, values, stream: None)
     monkeypatch.setattr(arrays, "new_like", lambda kind, like, rows, cols, dtype, *a, **kw: Dev((rows, cols), arrays.np_dtype(dtype), ptr=9 << 32))
-    api._CALLS.clear()
+    calls._CALLS.clear()
     yield
-    api._CALLS.clear()
+    calls._CALLS.clear()
 
 
 def f32(*shape, order="C"):
@@ -98,10 +98,10 @@ def test_variant_from_takes_configurations_only():
 
 
 def test_auto_with_no_variant_for_the_gpu_says_why():
-    raises(numba_tc.UnsupportedDeviceError, "fp8 products run on Hopper's fp8 wgmma", api.candidates, "auto",
+    raises(numba_tc.UnsupportedDeviceError, "fp8 products run on Hopper's fp8 wgmma", registry.candidates, "auto",
            "float8_e4m3fn", "bfloat16", (8, 9))
     raises(TypeError, "no variant takes dtype float16 with float16 output on a GPU of compute capability (7, 5)",
-           api.candidates, "auto", "float16", "float16", (7, 5))
+           registry.candidates, "auto", "float16", "float16", (7, 5))
 
 
 def test_a_variant_that_is_not_a_name_nor_a_variant():
@@ -126,9 +126,9 @@ def test_out_dtypes_the_inputs_cannot_produce():
 
 
 def test_a_cast_reads_float32_as_16_bits_only():
-    raises(TypeError, "a_cast reads a float32 a as b's 16-bit type, not float16 as float16", api._Problem,
+    raises(TypeError, "a_cast reads a float32 a as b's 16-bit type, not float16 as float16", calls._Problem,
            f32(4, 5).astype(np.float16), f32(5, 3).astype(np.float16), "auto", None, None, False, a_cast=True)
-    raises(TypeError, "not float32 as float32", api._Problem, f32(4, 5), f32(5, 3), "auto", None, None, False, a_cast=True)
+    raises(TypeError, "not float32 as float32", calls._Problem, f32(4, 5), f32(5, 3), "auto", None, None, False, a_cast=True)
 
 
 def test_explain_plans_numpy_arrays_on_a_gpu_only():
@@ -163,7 +163,7 @@ def test_an_empty_product_with_an_epilogue_on_the_gpu(fake_gpu):
 
 
 def test_numpy_operands_while_a_graph_is_captured(fake_gpu, monkeypatch):
-    monkeypatch.setattr(api, "default_device", lambda: 0)
+    monkeypatch.setattr(calls, "default_device", lambda: 0)
     monkeypatch.setattr(runtime, "capturing", lambda stream: True)
     raises(numba_tc.CaptureError, "NumPy operands are copied to the GPU and back", numba_tc.gemm, f32(4, 5), f32(5, 3),
            "naive", stream=7)
@@ -262,3 +262,24 @@ def test_batched_out_and_c_must_be_stacked_rows():
            out=np.empty((4, 4, 3), np.float32)[::2])
     raises(ValueError, "c of a batched product must hold row-major matrices", numba_tc.gemm, a, b,
            c=np.empty((2, 3, 4), np.float32).transpose(0, 2, 1), beta=1.0)
+
+
+def test_a_policy_flip_is_planned_again(fake_gpu):
+    """The call caches key a call by the planner's policy too (``hopper.current().key``): an A/B
+    run that flips a switch gets the plan of its own policy, never the one cached under the
+    other, and gets the first back when it flips back."""
+    from numba_tc import hopper
+    bf16 = ml_dtypes.bfloat16
+    a, b = Dev((16, 4096), bf16), Dev((4096, 4096), bf16, ptr=2 << 32).T
+
+    def planned():
+        numba_tc.gemm(a, b, "hopper")
+        return [c.plan.describe() for c in calls._CALLS.values() if c.plan is not None]
+    first = planned()
+    assert len(first) == 1 and "swapped" in first[0], first
+    with hopper.using(swap=False):
+        flipped = planned()
+        assert len(flipped) == 2 and "swapped" not in flipped[1], flipped
+    assert planned() == flipped                          # (the first policy's call, found again)
+    key = hopper.current().key
+    assert key is hopper.current().key and key != hopper.current().replace(swap=False).key

@@ -20,6 +20,33 @@ def test_slots_name_each_run_time_value():
                          "u0_stride0", "u0_stride1", "u1")
 
 
+def test_the_terms_table_orders_values_and_their_readers():
+    """One table (``TERMS``) gives each run-time value's slot and how the host makes it: the
+    binder's values follow the slots term by term (a float's bits, an array's shape and byte
+    strides), a split-K kernel's part of a block-scaled product is a prefix of its values, and the
+    block scaler and the stager find theirs by name."""
+    from numba_tc.epilogue import TERMS, Run
+    from numba_tc.epilogue_args import Bound
+    from numba_tc.hopper.promotion import SCALE_SLOTS
+    from numba_tc.hopper.spec import split_part
+    uf = UserFunction("f", "d", (("array", "float32", 2), ("f32",), ("i64",)), None)
+    e = Epilogue(alpha=True, c=("float32", False), bias=("bfloat16", "col"), activation="relu", user=uf,
+                 scales="block")
+    b = Bound(e, (), 7, 9, ldc=11, user_shapes=(((7, 9), (36, 4)), None, None), scale_strides=((3, 1), (5, 1)),
+              run=Run(scales=(21, 22), alpha=1.5, c=31, beta=-0.25, bias=41, user=(51, 0.5, -3)))
+    got = dict(zip(e.slots(), b.values(e)))
+    assert len(got) == len(e.slots()) == len(b.values(e))
+    assert got == {"M": 7, "N": 9, "scale_a": 21, "scale_a_row_stride": 3, "scale_a_k_stride": 1, "scale_b": 22,
+                   "scale_b_k_stride": 5, "scale_b_col_stride": 1, "alpha": float_bits(1.5), "c": 31, "ldc": 11,
+                   "beta": float_bits(-0.25), "bias": 41, "u0": 51, "u0_shape0": 7, "u0_shape1": 9,
+                   "u0_stride0": 36, "u0_stride1": 4, "u1": float_bits(0.5), "u2": -3}
+    assert b.values(e, swap=True)[:2] == (9, 7)                     # (the kernel's M and N: C^T's)
+    part = split_part(e)
+    assert part.slots() == e.slots()[:len(part.slots())] and e.index(*SCALE_SLOTS) == part.index(*SCALE_SLOTS)
+    assert [t.name for t in TERMS][:2] == ["shape", "scales"]
+    assert set(Run._fields) == {f for t in TERMS for f in t.run}
+
+
 def test_flip_for_a_column_major_c():
     e = Epilogue(c=("float16", False), bias=("float16", "row"))
     f = e.flipped()

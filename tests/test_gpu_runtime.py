@@ -260,7 +260,7 @@ def test_a_dropped_variant_does_not_lend_its_plan(batched):
     # was given, not the cached plan of a dead one that had the same id.
     if not _sm90():
         pytest.skip("needs an sm_90 GPU (the Hopper tiles)")
-    from numba_tc import api, hopper
+    from numba_tc import calls as cache, hopper
     cfgs = [c for c in hopper.RUNG7_CONFIGS if c.cluster == 1]
     shape = (4, 256, 128) if batched else (256, 128)
     a = torch.randn(*shape, device="cuda", dtype=torch.bfloat16)
@@ -273,10 +273,10 @@ def test_a_dropped_variant_does_not_lend_its_plan(batched):
         out = numba_tc.gemm(a, b, v)
         assert float((out.double() - a.double() @ b.double()).norm() / (a.double() @ b.double()).norm()) < 1e-2
         if batched:
-            plans = [p for key, (p, _) in api._BATCHED.items() if key[0] == api._variant_key(v)]
+            plans = [p for key, (p, _) in cache._BATCHED.items() if key[0] == cache._variant_key(v)]
             assert len(plans) == 1 and plans[0].variant == v.name, [p.describe() for p in plans]
         else:
-            calls = [c for key, c in api._CALLS.items() if key[0] == api._variant_key(v)]
+            calls = [c for key, c in cache._CALLS.items() if key[0] == cache._variant_key(v)]
             assert len(calls) == 1 and calls[0].plan.variant == v.name, [c.plan.variant for c in calls]
         del v, out
     assert len(ids) == 24

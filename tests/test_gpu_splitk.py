@@ -57,7 +57,7 @@ def test_split_and_repack_are_right_element_by_element(m, n, k, path, layout, ou
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_slow_rows_copied_first_are_right_element_by_element(which, layout):
     # every row of both operands 16 mod 32 bytes apart (TMA reads them slowly): one copied
-    # first to whole 128-byte rows by 16-byte loads and stores (``hopper._slow_rows_copy``,
+    # first to whole 128-byte rows by 16-byte loads and stores (``hopper.operands._slow_rows_copy``,
     # forced here), B multicast where it stays slow
     from dataclasses import replace
     from numba_tc import hopper

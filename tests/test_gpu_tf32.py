@@ -48,7 +48,7 @@ def test_every_layout_and_shape_element_by_element(m, n, k, path, layout, out_la
     # wgmma reads a tf32 B k-major only (B column-major; a column-major C is C^T = B^T A^T, so
     # there A's layout decides). An n-major B is read as the swapped product's A where A is
     # k-major and both operands' rows are TMA's, else transposed by a pass first, or for few rows
-    # copied by the producer's cp.async (``hopper._b_by_producer``); A is read as it lies (an
+    # copied by the producer's cp.async (``hopper.operands._b_by_producer``); A is read as it lies (an
     # mn-major one through registers) where TMA can read it
     b_nmajor = layout[1] == "N" if out_layout == "C" else layout[0] == "T"
     if m > 1:

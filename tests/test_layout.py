@@ -119,7 +119,7 @@ def test_bank_of_an_address():
 @pytest.mark.parametrize("item", [4, 2])
 @pytest.mark.parametrize("row_bytes", [128, 256])
 def test_a_staged_epilogue_slot_holds_each_byte_once_and_reads_without_bank_conflicts(row_bytes, item):
-    # a warp's 16 rows of an output box, float32 or 16-bit (hopper._stager): every 16-byte chunk
+    # a warp's 16 rows of an output box, float32 or 16-bit (hopper.staging._stager): every 16-byte chunk
     # of the rows at its own place in the slot, and each read of the lanes' column pairs
     # (c_fragment: 8 bytes by a half-warp, 4 bytes by a warp) on 32 distinct banks
     offs = {layout.source_offset(r, b, item) for r in range(layout.SOURCE_ROWS) for b in range(0, row_bytes, 2)}
@@ -138,7 +138,7 @@ def test_a_staged_epilogue_slot_holds_each_byte_once_and_reads_without_bank_conf
 @pytest.mark.parametrize("item,out_item,bn,mi", [(4, 2, 256, 1), (4, 4, 128, 1), (2, 2, 256, 1), (2, 4, 256, 1),
                                                  (2, 2, 192, 1), (2, 2, 128, 2)])
 def test_the_staged_slots_of_a_consumer_are_disjoint_and_c_boxes_fit_where_they_were_read(item, out_item, bn, mi):
-    # hopper._stager's slots (layout.source_warp + source_box): each warp's slot of each box its
+    # hopper.staging._stager's slots (layout.source_warp + source_box): each warp's slot of each box its
     # own bytes inside the consumer's region (hopper.staged_bytes); with a slot a box of C's
     # element size, warp w's slot of box t is output box t's rows 16w..16w+15, where the epilogue
     # stages C's box t (epi_boxes=0). (Two slots a warp overlapping the next warp's was a bug.)

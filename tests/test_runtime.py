@@ -202,35 +202,86 @@ def test_compile_command_without_a_gpu(cache_dir):
     assert "0 compiled" in again.stdout and "8 already cached" in again.stdout
 
 
-def test_no_import_circle():
-    """numba_tc's modules import one another (at the top or inside functions) without a circle."""
-    graph = {}
+def _import_graph() -> dict:
+    """numba_tc's modules (dotted names, packages by their ``__init__``) -> the package modules
+    each imports, at the top or inside functions: ``import numba_tc.x``, ``from .x import y``,
+    ``from . import x``, ``from ..x import y`` (a name taken from a package that is a module of it
+    is that module)."""
     pkg = os.path.join(ROOT, "numba_tc")
-    for f in os.listdir(pkg):
-        if f.endswith(".py"):
-            mod = f[:-3]
-            deps = set()
-            for node in ast.walk(ast.parse(open(os.path.join(pkg, f)).read())):
-                if isinstance(node, ast.ImportFrom) and node.level == 1:
-                    deps.update([node.module.split(".")[0]] if node.module else [a.name for a in node.names])
-                elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("numba_tc"):
-                    parts = node.module.split(".")
-                    deps.update([parts[1]] if len(parts) > 1 else [a.name for a in node.names])
-            graph[mod] = {d for d in deps if d != mod and os.path.exists(os.path.join(pkg, d + ".py"))}
-    graph.pop("__init__", None)
-    graph.pop("__main__", None)
+    files = {}
+    for base, _, names in os.walk(pkg):
+        for f in names:
+            if f.endswith(".py"):
+                rel = os.path.relpath(os.path.join(base, f), ROOT)[:-3].split(os.sep)
+                files[".".join(rel[:-1] if rel[-1] == "__init__" else rel)] = (os.path.join(base, f), rel[-1] == "__init__")
+    graph = {}
+    for mod, (path, is_pkg) in files.items():
+        here = mod if is_pkg else mod.rsplit(".", 1)[0]
+        deps = set()
+        for node in ast.walk(ast.parse(open(path).read())):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+                deps.update(t for t in targets if t.startswith("numba_tc"))
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = here.rsplit(".", node.level - 1)[0] if node.level > 1 else here
+                    src = base + ("." + node.module if node.module else "")
+                elif (node.module or "").startswith("numba_tc"):
+                    src = node.module
+                else:
+                    continue
+                subs = [f"{src}.{a.name}" for a in node.names if f"{src}.{a.name}" in files]
+                deps.update(subs or [src])
+        graph[mod] = {d for d in deps if d in files and d != mod}
+    return graph
+
+
+def _circle(graph: dict):
+    """A circle of ``graph`` as a list of names, or None."""
     state = {}
 
     def visit(m, path):
         state[m] = "open"
-        for d in graph.get(m, ()):
-            assert state.get(d) != "open", "import circle: " + " -> ".join(path + [m, d])
+        for d in sorted(graph.get(m, ())):
+            if state.get(d) == "open":
+                return path[path.index(d):] + [d] if d in path else path + [m, d]
             if d not in state:
-                visit(d, path + [m])
+                found = visit(d, path + [d])
+                if found:
+                    return found
         state[m] = "done"
-    for m in graph:
+        return None
+    for m in sorted(graph):
         if m not in state:
-            visit(m, [])
+            found = visit(m, [m])
+            if found:
+                return found
+    return None
+
+
+def test_no_import_circle():
+    """numba_tc's modules, the ``hopper`` package's included, import one another (at the top or
+    inside functions: a deferred import is an edge too) without a circle. A module imports its
+    package's ``__init__`` only by name (``from . import x`` of a module x is x)."""
+    graph = _import_graph()
+    assert "numba_tc.hopper.planner" in graph and "numba_tc.api" in graph["numba_tc"]
+    for pkg in ("numba_tc", "numba_tc.hopper"):     # (a package's __init__ imports its parts: they come first)
+        for m in graph:
+            if m.startswith(pkg + ".") and m != "numba_tc.__main__" and pkg in graph[m]:
+                raise AssertionError(f"{m} imports its package {pkg}'s __init__: a circle through it")
+    for pkg in ("numba_tc", "numba_tc.hopper", "numba_tc.__main__"):
+        graph.pop(pkg, None)
+    found = _circle(graph)
+    assert found is None, "import circle: " + " -> ".join(found)
+
+
+def test_the_circle_test_sees_deferred_and_package_imports():
+    """The graph the circle test reads has the edges a deferred import, an ``import numba_tc.x``
+    and a ``from ..x import`` in the hopper package make."""
+    g = _import_graph()
+    assert "numba_tc.epilogue" in g["numba_tc.hopper.spec"] and "numba_tc.hopper.cost" in g["numba_tc.hopper.planner"]
+    assert _circle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _circle({"a": {"b"}, "b": set()}) is None
 
 
 def test_functions_are_short():

@@ -44,6 +44,16 @@ def test_operator_is_registered():
     assert "-> Tensor" in s
 
 
+def test_the_operator_takes_the_terms_the_epilogue_table_gives_it():
+    """The operator's schema reads each epilogue argument's type from ``epilogue.TERMS``, and
+    takes every one a term gives a schema type (a new differentiable term is not forgotten)."""
+    from numba_tc import epilogue
+    assert set(ntt.OP_EPILOGUE) == {k for t in epilogue.TERMS for k, ty in t.keywords if ty}
+    assert ntt.ACTIVATIONS == tuple(epilogue.ACTIVATIONS)
+    s = str(torch.ops.numba_tc.gemm.default._schema)
+    assert all(f"{dict(epilogue.KEYWORDS[k].keywords)[k]} {k}" in s for k in ntt.OP_EPILOGUE)
+
+
 OPCHECK_ARGS = [
     lambda: (_meta(64, 32), _meta(32, 48), None, None, 1.0, 0.0, None, None, "auto", False),
     lambda: (_meta(64, 32), _layout(_meta(32, 48), True), _meta(64, 48, dtype=torch.float32),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 from dataclasses import dataclass, fields, replace
+from functools import cached_property
 from typing import Optional, Union
 
 __all__ = ["Policy", "DEFAULT", "current", "set_policy", "using", "from_environment"]
@@ -65,9 +66,9 @@ class Policy:
     def replace(self, **changes) -> "Policy":
         return replace(self, **changes)
 
-    @property
+    @cached_property
     def key(self) -> tuple:
-        """The policy as a plan cache's key."""
+        """The policy as a plan cache's key (its fields' values; made once: a policy is frozen)."""
         return tuple(getattr(self, f.name) for f in fields(self))
 
 
@@ -97,7 +98,8 @@ _CURRENT = [from_environment(os.environ.get("NUMBA_TC_POLICY"))]
 
 
 def current() -> Policy:
-    """The policy planners use when they are given none."""
+    """The policy planners use when they are given none (its ``key`` is in every plan cache's:
+    ``calls``, ``prepared``, ``numba_tc.torch``'s layers)."""
     return _CURRENT[0]
 
 

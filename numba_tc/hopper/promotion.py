@@ -14,29 +14,34 @@ from ..primitives import mbar_wait, wgmma_wait
 from .pipeline import RingPos, _releaser, make_ring
 
 
+# the run-time values the block scaler reads (``epilogue.TERMS``: C's shape, the scales)
+SCALE_SLOTS = ("M", "N", "scale_a", "scale_a_row_stride", "scale_a_k_stride", "scale_b", "scale_b_k_stride",
+               "scale_b_col_stride")
+
+
 @lru_cache(maxsize=None)
 def _block_scaler(BN, SLOT, NACC):
     """Block-wise scales (``Epilogue.scales == "block"``): ``load(kb, row, bn0, lane, ep)`` reads
     this thread's scales of K block kb, (scale_a of its two rows) x (scale_b of the one or two
     128-column blocks its tile's columns fall in), as four products; ``add(i, pacc, s, off, lane,
     base)`` adds slice accumulator i to fp32 accumulator base + i times its scale (``off``: the
-    tile's first column within its scale block). ``SLOT``: ``spec.slots()``'s index of M, then of scale_a
-    (row and K strides follow, then scale_b and its K and column strides)."""
+    tile's first column within its scale block). ``SLOT``: the positions in ``ep`` of ``SCALE_SLOTS``
+    (``Epilogue.index``)."""
     TWO = BN > 128                       # a 192-wide tile spans two blocks (64-aligned: never three)
-    M_, N_, SA, SB = SLOT, SLOT + 1, SLOT + 2, SLOT + 5
+    M_, N_, SA, SA_ROW, SA_K, SB, SB_K, SB_COL = SLOT
 
     @device
     def load(kb, row, bn0, lane, ep):
         sa, sb = f32_ptr(ep[SA]), f32_ptr(ep[SB])
         r0 = min(row + (lane >> 2), ep[M_] - 1)
         r1 = min(row + (lane >> 2) + 8, ep[M_] - 1)
-        a0 = sa[r0 * ep[SA + 1] + kb * ep[SA + 2]]
-        a1 = sa[r1 * ep[SA + 1] + kb * ep[SA + 2]]
+        a0 = sa[r0 * ep[SA_ROW] + kb * ep[SA_K]]
+        a1 = sa[r1 * ep[SA_ROW] + kb * ep[SA_K]]
         nb = bn0 >> 7
-        b0 = sb[kb * ep[SB + 1] + nb * ep[SB + 2]]
+        b0 = sb[kb * ep[SB_K] + nb * ep[SB_COL]]
         b1 = b0
         if TWO:
-            b1 = sb[kb * ep[SB + 1] + min(nb + 1, ((ep[N_] + 127) >> 7) - 1) * ep[SB + 2]]
+            b1 = sb[kb * ep[SB_K] + min(nb + 1, ((ep[N_] + 127) >> 7) - 1) * ep[SB_COL]]
         return a0 * b0, a0 * b1, a1 * b0, a1 * b1
 
     @device
@@ -227,7 +232,7 @@ def _promoted_mainloop(cfg: WgmmaConfig, issue, epi, out_dtype: str, split: bool
     slice's add, loaded ``cfg.scale_lead`` slices ahead (one in a split-K kernel: two spilled the
     second set there); per-tensor into bf16, ``cfg.promote_every`` slices an add (into fp16 or fp32,
     whose rounding would show the longer sums' error, and in split-K partials: every slice)."""
-    block = (cfg.bn, epi.slots().index("M")) if epi.scales == "block" else None
+    block = (cfg.bn, epi.index(*SCALE_SLOTS)) if epi.scales == "block" else None
     if cfg.promote_every > 1 and block is None and out_dtype == "bfloat16":
         return make_grouped_mainloop(issue, S, STAGE, cfg.cluster, NACC, cfg.promote_every)
     return make_promoted_mainloop(issue, S, STAGE, cfg.cluster, NACC, cfg.bn // cfg.promote_n, block,

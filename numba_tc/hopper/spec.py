@@ -18,7 +18,8 @@ __all__ = ["KernelSpec", "split_part"]
 
 def split_part(epi: Epilogue) -> Epilogue:
     """The part of ``epi`` a split-K kernel applies itself (block-wise scales, in its mainloop):
-    the fix-up does the rest."""
+    the fix-up does the rest. Its run-time values are a prefix of ``epi``'s (``epilogue.TERMS``
+    puts C's shape and the scales first): a split-K launch passes that prefix (``planner``)."""
     return BLOCK_SCALES if epi.scales == "block" else PLAIN
 
 

@@ -207,12 +207,12 @@ def _kernel_stager(cfg: WgmmaConfig, epi, out_dtype: str, whole: bool):
     if cfg.epi_source < staged_bytes(cfg, out_dtype, dt):
         raise ValueError(f"epi_source={cfg.epi_source}: the staged epilogue array needs "
                          f"{staged_bytes(cfg, out_dtype, dt)} bytes per consumer")
-    slots, u = epi.slots(), epi.staged()            # (c's row stride is in elements, a user array's in bytes)
+    u = epi.staged()                                # (c's row stride is in elements, a user array's in bytes)
     nb = _staged_boxes(cfg, out_dtype)
     nslot = nb if cfg.epi_source >= staged_bytes(cfg, out_dtype, dt, nb) else 2     # (every box, or refills)
     return _stager(cfg, layout.ITEMSIZE[out_dtype],
-                   (slots.index("M"), slots.index("N"), slots.index(u),
-                    slots.index("ldc" if u == "c" else f"{u}_stride0"), layout.ITEMSIZE[dt] if u == "c" else 1),
+                   epi.index("M", "N", u, "ldc" if u == "c" else f"{u}_stride0") +
+                   (layout.ITEMSIZE[dt] if u == "c" else 1,),
                    (layout.ITEMSIZE[dt], LOAD_KIND[dt], nslot))
 
 
