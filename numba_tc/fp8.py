@@ -319,8 +319,7 @@ def _placed(x, kind: str):
         return
     from . import driver, runtime
     if kind == "numpy":
-        from .api import default_device
-        dev = default_device()
+        dev = runtime.default_device()
     else:
         dev = runtime.device_of(x, kind)
     with driver.on_device(dev):

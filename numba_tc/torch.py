@@ -45,8 +45,10 @@ from . import calls, epilogue, prepared
 from .config import Variant
 from .hopper.policy import current as current_policy
 from .runtime import needs_torch_operator as needs_operator
+from .torch_quant import QuantLinear, quantize_model
 
-__all__ = ["gemm", "linear", "Linear", "patch", "unpatch", "patched", "needs_operator"]
+__all__ = ["gemm", "linear", "Linear", "patch", "unpatch", "patched", "needs_operator", "QuantLinear",
+           "quantize_model"]
 
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 _VARIANTS: dict = {}             # Variant objects passed by object (the schema takes a name)
@@ -432,10 +434,15 @@ def _is_conv1d(m) -> bool:
             and m.weight.dim() == 2 and getattr(m, "nf", None) == m.weight.shape[1])
 
 
-def patch(model: nn.Module, variant="auto") -> nn.Module:
+def patch(model: nn.Module, variant="auto", *, quantize=None, group: int = 128) -> nn.Module:
     """Run every ``nn.Linear`` (and HF transformers' ``Conv1D``) in ``model`` through numba_tc, in
     place, without editing the model's code: each layer's forward is replaced on the instance
-    (parameters, ``state_dict`` and hooks are untouched). Returns the model; ``unpatch`` undoes it."""
+    (parameters, ``state_dict`` and hooks are untouched). Returns the model; ``unpatch`` undoes it.
+    ``quantize`` ("int4", "int4_zp", "int8" or a ``quant.user_format``): for inference, each
+    ``nn.Linear`` is replaced by a ``QuantLinear`` of its weight in that format, ``group`` elements
+    of K a scale (``torch_quant.quantize_model``; not undone by ``unpatch``)."""
+    if quantize is not None:
+        quantize_model(model, quantize, group)
     for m in model.modules():
         if isinstance(m, Linear) or getattr(m, "_ntc_patched", False):
             continue
