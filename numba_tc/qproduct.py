@@ -3,7 +3,7 @@ configuration for a problem (``pick``), and the calls planned once and kept on t
 
 A decoder calls the same products every token, and a token's products take a few microseconds
 of GPU each, so a call's host cost is part of its speed. A call is planned once per kind of
-input (``api.operand_facts``: shape, strides, dtype, address mod 32, device; with an epilogue
+input (``calls.operand_facts``: shape, strides, dtype, address mod 32, device; with an epilogue
 or ``out``, their facts too) and kept in the weight's ``plans`` (``QuantizedWeight`` is frozen:
 its arrays' addresses are part of the plan; ``quant`` imports this module, not the reverse). A repeated plain call (no epilogue, no ``out``,
 no ``stream``) is the input's facts, one dictionary lookup, the result's allocation and one
@@ -15,7 +15,7 @@ import math
 import sys
 
 from . import driver, runtime
-from .api import _epilogue_facts, operand_facts
+from .calls import _epilogue_facts, operand_facts, product
 from .arrays import address, array_kind, describe, dtype_name, new_like
 from .intrinsics import SIMULATOR
 from .qformat import ACT_DTYPES, TILE_N, Format
@@ -287,7 +287,6 @@ def _plan(x, qw, out, out_dtype, kind, epi_args, plain, config) -> _Call:
 def _large(qw, dt, kind, dev, odt):
     """The product of many rows: the weight dequantized to ``dt`` into a temporary (Npad x Kpad,
     row-major), then ``numba_tc.gemm`` on its (K, N) view with the epilogue."""
-    from . import api
     from .plan import Plan, Step
     from .qgemm import DEQUANT_THREADS, dequant_kernel
     np_, kp, kc = qw.padded
@@ -307,6 +306,6 @@ def _large(qw, dt, kind, dev, odt):
         w = new_like(kind, x, np_, kp, dt, handle=st, device=dev)
         plan.run(pw_args + (address(w, kind),), st)
         wt = w[:n, :k].T
-        return api.gemm(x, wt, out=out, out_dtype=odt, stream=st if stream is None else stream, c=c, alpha=alpha,
-                        beta=beta, bias=bias, activation=activation, epilogue=epilogue, epilogue_args=epilogue_args)
+        return product(x, wt, out=out, out_dtype=odt, stream=st if stream is None else stream, c=c, alpha=alpha,
+                       beta=beta, bias=bias, activation=activation, epilogue=epilogue, epilogue_args=epilogue_args)
     return run
